@@ -1,0 +1,253 @@
+"""Record every aten call a model makes, with its module, source line and torch-level API.
+
+Two tiny modes do the recording and nothing else (STYLE 5):
+- `_ApiMode` (a TorchFunctionMode, above autograd) notes which torch-level API is running, opens an `ApiFrame`
+  when that API is itself a composite aten op, and tags the autograd nodes it creates so backward ops can be
+  attributed to the forward module and line that caused them;
+- `_OpRecorder` (a TorchDispatchMode, below autograd) turns each aten call into an `OpCall`.
+All costing and classification happens later, over the records.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils.weak import WeakIdKeyDictionary
+
+from npuport.trace import naming
+from npuport.trace.modules import ModuleStack
+from npuport.trace.records import ApiFrame, OpCall, TensorMeta, TensorRef, Trace
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_NPUPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_SKIP_PREFIXES = (_TORCH_DIR, _NPUPORT_DIR, "<frozen", os.path.dirname(os.__file__) + os.sep + "contextlib.py")
+_META_KEY = "npuport"
+# Property reads and trivial metadata queries never dispatch compute; skip them before any bookkeeping.
+_FAST_NAMES = frozenset({"__get__", "__set__", "dim", "size", "numel", "is_floating_point", "__len__", "stride"})
+
+
+def user_source(skip: int = 1) -> str | None:
+    """file:line of the innermost frame outside torch and npuport: the model code that issued the op."""
+    frame = sys._getframe(skip)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_SKIP_PREFIXES):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+@dataclass
+class _Context:
+    """What is running right now, shared by the two modes."""
+
+    api: str | None = None
+    frame: ApiFrame | None = None
+    pending_frame: dict[str, Any] | None = None
+    source: str | None = None
+    source_known: bool = False
+    tensor_ids: WeakIdKeyDictionary = field(default_factory=WeakIdKeyDictionary)
+    next_id: int = 0
+
+    def tid(self, t: torch.Tensor) -> int:
+        got = self.tensor_ids.get(t)
+        if got is None:
+            got = self.next_id
+            self.next_id += 1
+            self.tensor_ids[t] = got
+        return got
+
+    def meta(self, t: torch.Tensor) -> TensorMeta:
+        shape = tuple(int(s) for s in t.shape)
+        stride = None
+        if t.layout == torch.strided and not t.is_contiguous():
+            stride = tuple(int(s) for s in t.stride())
+        base = t._base
+        return TensorMeta(
+            id=self.tid(t),
+            shape=shape,
+            dtype=str(t.dtype).removeprefix("torch."),
+            stride=stride,
+            base=self.tid(base) if base is not None else None,
+            storage_offset=int(t.storage_offset()) if t.layout == torch.strided else 0,
+        )
+
+
+def _plain(value: Any) -> Any:
+    """Non-tensor argument values as JSON-friendly data."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return str(value).removeprefix("torch.")
+    if isinstance(value, torch.SymInt):
+        return int(value)
+    return type(value).__name__
+
+
+def _capture_args(ctx: _Context, args: tuple, kwargs: dict) -> tuple[tuple, dict, list[TensorMeta], dict[int, int]]:
+    """Replace tensors by TensorRef (deduplicated by identity) and other leaves by plain values."""
+    inputs: list[TensorMeta] = []
+    slot: dict[int, int] = {}  # id(tensor) -> index in inputs
+
+    def conv(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            key = id(x)
+            if key not in slot:
+                slot[key] = len(inputs)
+                inputs.append(ctx.meta(x))
+            return TensorRef(slot[key])
+        return _plain(x)
+
+    return tuple(tree_map(conv, list(args))), tree_map(conv, dict(kwargs)), inputs, slot
+
+
+class _OpRecorder(TorchDispatchMode):
+    def __init__(self, ctx: _Context, modules: ModuleStack, trace: Trace) -> None:
+        super().__init__()
+        self.ctx, self.modules, self.trace = ctx, modules, trace
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        kwargs = kwargs or {}
+        if func.namespace == "prim":  # prim.device and friends: metadata queries, not operators
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        self._record(func, args, kwargs, out)
+        return out
+
+    def _record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        ctx = self.ctx
+        cargs, ckwargs, inputs, slot = _capture_args(ctx, args, kwargs)
+        outs = tuple(ctx.meta(t) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+        mutated = []
+        for pos, name in naming.written_arguments(func):
+            target = args[pos] if pos < len(args) else kwargs.get(name)
+            if isinstance(target, torch.Tensor) and id(target) in slot:
+                mutated.append(slot[id(target)])
+        node = torch._C._current_autograd_node()
+        if node is not None:
+            phase = "backward"
+            tag = node.metadata.get(_META_KEY)
+            module, module_type, source, api, frame_id = tag if tag else ("", "", None, "backward", None)
+            api = f"backward of {api}" if tag else api
+        else:
+            phase = "forward"
+            module, module_type = self.modules.current()
+            if not ctx.source_known:
+                ctx.source, ctx.source_known = user_source(2), True
+            source, api = ctx.source, ctx.api
+            frame_id = self._frame_id(module, module_type, source)
+        self.trace.calls.append(
+            OpCall(
+                index=len(self.trace.calls),
+                op=naming.op_name(func),
+                kind="view" if naming.is_view(func) else "compute",
+                phase=phase,
+                inputs=tuple(inputs),
+                outputs=outs,
+                args=cargs,
+                kwargs=ckwargs,
+                module=module,
+                module_type=module_type,
+                source=source,
+                api=api,
+                frame=frame_id,
+                mutated=tuple(mutated),
+            )
+        )
+
+    def _frame_id(self, module: str, module_type: str, source: str | None) -> int | None:
+        ctx = self.ctx
+        if ctx.frame is None and ctx.pending_frame is not None:
+            pend = ctx.pending_frame
+            ctx.pending_frame = None
+            cargs, ckwargs, inputs, _ = _capture_args(ctx, pend["args"], pend["kwargs"])
+            frame = ApiFrame(
+                id=len(self.trace.frames), op=pend["op"], api=pend["api"], inputs=tuple(inputs), outputs=(),
+                args=cargs, kwargs=ckwargs, module=module, module_type=module_type, source=source,
+            )
+            self.trace.frames[frame.id] = frame
+            ctx.frame = frame
+        return ctx.frame.id if ctx.frame is not None else None
+
+
+class _ApiMode(TorchFunctionMode):
+    def __init__(self, ctx: _Context, modules: ModuleStack) -> None:
+        super().__init__()
+        self.ctx, self.modules = ctx, modules
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in _FAST_NAMES:
+            return func(*args, **kwargs)
+        ctx = self.ctx
+        saved = (ctx.api, ctx.frame, ctx.pending_frame, ctx.source, ctx.source_known)
+        ctx.api = naming.api_name(func)
+        ctx.frame, ctx.source, ctx.source_known = None, None, False
+        composite = naming.resolve_composite(name, args, kwargs) if name else None
+        ctx.pending_frame = {"op": composite, "api": ctx.api, "args": args, "kwargs": kwargs} if composite else None
+        try:
+            out = func(*args, **kwargs)
+            frame = ctx.frame
+            if frame is not None:
+                frame.outputs = tuple(ctx.meta(t) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+            if torch.is_grad_enabled():
+                self._tag_nodes(out)
+            return out
+        finally:
+            ctx.api, ctx.frame, ctx.pending_frame, ctx.source, ctx.source_known = saved
+
+    def _tag_nodes(self, out: Any) -> None:
+        """Tag the autograd nodes this call created with its module, line, API and frame (for backward ops)."""
+        ctx = self.ctx
+        todo: deque = deque()
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                todo.append(t.grad_fn)
+        if not todo:
+            return
+        module, module_type = self.modules.current()
+        tag = (module, module_type, ctx.source, ctx.api, ctx.frame.id if ctx.frame is not None else None)
+        while todo:
+            node = todo.popleft()
+            if node is None or _META_KEY in node.metadata:
+                continue
+            node.metadata[_META_KEY] = tag
+            for nxt, _ in node.next_functions:
+                if nxt is not None and type(nxt).__name__ != "AccumulateGrad":
+                    todo.append(nxt)
+
+
+class Recorder:
+    """Context manager: `with Recorder(model, "train") as rec: ...; rec.trace` holds the records."""
+
+    def __init__(self, model: torch.nn.Module, scenario: str) -> None:
+        self.trace = Trace(scenario=scenario)
+        self._modules = ModuleStack(model)
+        self.trace.modules = self._modules.types
+        self._ctx = _Context()
+        self._api = _ApiMode(self._ctx, self._modules)
+        self._ops = _OpRecorder(self._ctx, self._modules, self.trace)
+
+    def __enter__(self) -> "Recorder":
+        self._modules.__enter__()
+        self._api.__enter__()
+        self._ops.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._ops.__exit__(*exc)
+        self._api.__exit__(*exc)
+        self._modules.__exit__(*exc)
+
+
+def iter_compute(trace: Trace) -> Iterator[OpCall]:
+    return (c for c in trace.calls if c.kind == "compute")
