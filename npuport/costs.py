@@ -1,0 +1,216 @@
+"""FLOPs and ideal bytes of one recorded op call: a pure function of its `OpCall` metadata.
+
+FLOPs reuse torch.utils.flop_counter's registry where it has a formula and add the few it lacks (grouped GEMM,
+CPU-variant attention, vector ops). Bytes are the ideal traffic: each distinct input element read once, each
+output element written once; views move nothing; gather-like ops read only the rows they return.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+from torch.utils import flop_counter
+
+from npuport.mappings import load_yaml
+from npuport.trace.records import ApiFrame, OpCall, TensorMeta, TensorRef
+
+_ITEMSIZE: dict[str, int] = {}
+
+
+def itemsize(dtype: str) -> int:
+    if dtype not in _ITEMSIZE:
+        dt = getattr(torch, dtype, None)
+        _ITEMSIZE[dtype] = dt.itemsize if isinstance(dt, torch.dtype) else 4
+    return _ITEMSIZE[dtype]
+
+
+@dataclass(frozen=True)
+class OpClasses:
+    matrix: frozenset[str]
+    causal: frozenset[str]
+    vector_factor: dict[str, float]
+    no_traffic: frozenset[str]
+    gather_like: frozenset[str]
+    data_movement: frozenset[str]
+    fused: frozenset[str]
+    hot_share: float
+    medium_min_share: float
+    cuda_native_composites: frozenset[str]
+
+
+@functools.lru_cache(maxsize=1)
+def op_classes() -> OpClasses:
+    d = load_yaml("op_classes.yaml")
+    return OpClasses(
+        matrix=frozenset(d["matrix_ops"]),
+        causal=frozenset(d["causal_attention_ops"]),
+        vector_factor={k: float(v) for k, v in d["vector_flops_per_element"].items()},
+        no_traffic=frozenset(d["no_traffic_ops"]),
+        gather_like=frozenset(d["gather_like_ops"]),
+        data_movement=frozenset(d["data_movement_ops"]),
+        fused=frozenset(d["fused_ops"]),
+        hot_share=float(d["classes"]["hot_cumulative_share"]),
+        medium_min_share=float(d["classes"]["medium_min_share"]),
+        cuda_native_composites=frozenset(d["cuda_native_composites"]["ops"]),
+    )
+
+
+def base_name(op: str) -> str:
+    """'aten::add.Tensor' -> 'add'; 'npu::npu_rms_norm' -> 'npu_rms_norm'."""
+    return op.split("::", 1)[-1].split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class CallCost:
+    flops: float
+    bytes: int
+    matrix: bool
+    dtype: str
+
+
+def _grouped_mm_flops(a: Sequence[int], b: Sequence[int], *rest: Any, out_shape: Any = None, **kw: Any) -> int:
+    # a: (M_total, K) rows grouped by offs, b: (G, K, N): every row meets one group's K x N weight once.
+    if len(a) == 2 and len(b) == 3:
+        return 2 * a[0] * a[1] * b[2]
+    if len(a) == 3 and len(b) == 3:  # batched form (G, M, K) x (G, K, N)
+        return 2 * a[0] * a[1] * a[2] * b[2]
+    return 2 * _prod(out_shape[0] if out_shape else ()) * a[-1]
+
+
+def _sdpa_cpu_flops(q: Sequence[int], k: Sequence[int], v: Sequence[int], *rest: Any, out_shape: Any = None, **kw: Any) -> int:
+    return flop_counter.sdpa_flop_count(q, k, v)
+
+
+def _sdpa_cpu_bwd_flops(g: Sequence[int], q: Sequence[int], k: Sequence[int], v: Sequence[int], *rest: Any, out_shape: Any = None, **kw: Any) -> int:
+    return flop_counter.sdpa_backward_flop_count(g, q, k, v)
+
+
+def _mv_flops(a: Sequence[int], b: Sequence[int], *rest: Any, out_shape: Any = None, **kw: Any) -> int:
+    return 2 * _prod(a)
+
+
+def _addbmm_flops(inp: Any, a: Sequence[int], b: Sequence[int], *rest: Any, out_shape: Any = None, **kw: Any) -> int:
+    return 2 * a[0] * a[1] * a[2] * b[2]
+
+
+_EXTRA: dict[str, Callable[..., int]] = {
+    "_grouped_mm": _grouped_mm_flops,
+    "_scaled_dot_product_flash_attention_for_cpu": _sdpa_cpu_flops,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_cpu_bwd_flops,
+    "mv": _mv_flops,
+    "dot": _mv_flops,
+    "addbmm": _addbmm_flops,
+}
+
+
+def _prod(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+@functools.lru_cache(maxsize=None)
+def _formula(name: str) -> Callable[..., int] | None:
+    if name in _EXTRA:
+        return _EXTRA[name]
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return None
+    return flop_counter.flop_registry.get(packet)
+
+
+def _shapes(tree: Any, inputs: Sequence[TensorMeta]) -> Any:
+    if isinstance(tree, TensorRef):
+        return torch.Size(inputs[tree.index].shape)
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_shapes(x, inputs) for x in tree) if not isinstance(tree, torch.Size) else tree
+    if isinstance(tree, dict):
+        return {k: _shapes(v, inputs) for k, v in tree.items()}
+    return tree
+
+
+def _is_causal(args: tuple, kwargs: dict, name: str) -> bool:
+    if kwargs.get("is_causal"):
+        return True
+    # positional is_causal: SDPA (q, k, v, attn_mask, dropout_p, is_causal, ...); flash variants (q, k, v, dropout_p, is_causal)
+    pos = 5 if name == "scaled_dot_product_attention" else 4
+    return len(args) > pos and args[pos] is True
+
+
+def matrix_flops(name: str, args: tuple, kwargs: dict, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta]) -> float | None:
+    """FLOPs from a registered formula, or None when the op has none."""
+    if name == "scaled_dot_product_attention":
+        q, k, v = (inputs[a.index].shape for a in args[:3])
+        flops = float(flop_counter.sdpa_flop_count(q, k, v))
+    else:
+        formula = _formula(name)
+        if formula is None:
+            return None
+        sargs = _shapes(args, inputs)
+        skw = {k: v for k, v in _shapes(kwargs, inputs).items()}
+        out_shapes = [torch.Size(o.shape) for o in outputs]
+        try:
+            flops = float(formula(*sargs, out_val=out_shapes[0] if len(out_shapes) == 1 else out_shapes, **skw))
+        except TypeError:  # our extra formulas take out_shape, the registry's take out_val
+            flops = float(formula(*sargs, out_shape=out_shapes, **skw))
+    if name in op_classes().causal and _is_causal(args, kwargs, name):
+        flops /= 2
+    return flops
+
+
+def _bytes(name: str, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta], classes: OpClasses) -> int:
+    if name in classes.no_traffic:
+        return 0
+    written = sum(o.numel * itemsize(o.dtype) for o in outputs)
+    if name in classes.gather_like and inputs:
+        # the table is read only where indexed: as many elements as the output, plus the indices
+        read = written + sum(i.distinct_numel * itemsize(i.dtype) for i in inputs[1:])
+        return read + written
+    read = sum(i.distinct_numel * itemsize(i.dtype) for i in inputs)
+    return read + written
+
+
+def call_cost(call: OpCall) -> CallCost:
+    """FLOPs, ideal bytes and costing unit of one aten call."""
+    name = base_name(call.op)
+    classes = op_classes()
+    if call.kind == "view":
+        dtype = call.outputs[0].dtype if call.outputs else "float32"
+        return CallCost(0.0, 0, False, dtype)
+    return _cost(name, call.args, call.kwargs, call.inputs, call.outputs, classes)
+
+
+def _cost(name: str, args: tuple, kwargs: dict, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta], classes: OpClasses) -> CallCost:
+    matrix = name in classes.matrix
+    dtype = (inputs[0].dtype if matrix and inputs else outputs[0].dtype if outputs else inputs[0].dtype if inputs else "float32")
+    flops: float | None = None
+    if matrix:
+        flops = matrix_flops(name, args, kwargs, inputs, outputs)
+    if flops is None:
+        if name in classes.data_movement or name in classes.no_traffic:
+            flops = 0.0
+        else:
+            per = classes.vector_factor.get(name, 1.0)
+            elems = max((o.numel for o in outputs), default=0)
+            if name.startswith(("sum", "mean", "amax", "amin", "max", "min", "norm", "var", "std", "prod")) and inputs:
+                elems = max(elems, inputs[0].numel)  # reductions touch every input element
+            flops = per * elems
+    return CallCost(float(flops), _bytes(name, inputs, outputs, classes), matrix, dtype)
+
+
+def frame_cost(frame: ApiFrame, children: Sequence[OpCall]) -> CallCost:
+    """Cost of a composite op reported as one native op: its own formula if it has one, else the sum of the
+    FLOPs of the ops it decomposed into; bytes are the composite's own inputs and outputs (intermediates stay
+    on chip in a native implementation)."""
+    name = base_name(frame.op)
+    classes = op_classes()
+    matrix = name in classes.matrix
+    flops = matrix_flops(name, frame.args, frame.kwargs, frame.inputs, frame.outputs) if matrix else None
+    if flops is None:
+        flops = sum(call_cost(c).flops for c in children)
+    dtype = frame.inputs[0].dtype if frame.inputs else (frame.outputs[0].dtype if frame.outputs else "float32")
+    return CallCost(float(flops), _bytes(name, frame.inputs, frame.outputs, classes), matrix or any(call_cost(c).matrix for c in children), dtype)

@@ -1,0 +1,62 @@
+"""Run one scenario of a model under FakeTensorMode with the recorder attached."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from npuport.trace.recorder import Recorder
+from npuport.trace.records import Trace
+
+
+def new_fake_mode() -> FakeTensorMode:
+    """Fake tensors: shapes, dtypes and strides propagate, no memory is allocated, no kernel runs.
+
+    Real tensors created outside the mode (a buffer computed at import time) are accepted and converted.
+    """
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+@contextlib.contextmanager
+def fake_mode_active(mode: FakeTensorMode) -> Iterator[FakeTensorMode]:
+    with mode:
+        yield mode
+
+
+def trace_callable(model: torch.nn.Module, step: Callable[[], Any], scenario: str, mode: FakeTensorMode) -> Trace:
+    """Record everything `step()` dispatches; `model` names the modules. `step` runs inside `mode`."""
+    with mode:
+        with Recorder(model, scenario) as rec:
+            step()
+    return rec.trace
+
+
+def trace_module(
+    model: torch.nn.Module,
+    inputs: Callable[[], tuple[tuple, dict]] | tuple,
+    scenario: str = "prefill",
+    train: bool = False,
+    loss: Callable[[Any], torch.Tensor] | None = None,
+    mode: FakeTensorMode | None = None,
+) -> Trace:
+    """Convenience for tests and small tools: trace `model(*args, **kwargs)` on fake tensors.
+
+    `model` must have been built under the same fake `mode` (or be small enough to convert). With `train=True`
+    the output (or `loss(output)`) is reduced to a scalar and backpropagated.
+    """
+    mode = mode or new_fake_mode()
+    with mode:  # inputs are made before recording starts: their creation is not part of the model
+        args, kwargs = inputs() if callable(inputs) else (inputs, {})
+
+    def step() -> None:
+        ctx = contextlib.nullcontext() if train else torch.no_grad()
+        with ctx:
+            out = model(*args, **kwargs)
+            if train:
+                value = loss(out) if loss is not None else (out if isinstance(out, torch.Tensor) else out[0]).float().sum()
+                value.backward()
+
+    return trace_callable(model, step, scenario, mode)
