@@ -133,12 +133,22 @@ def _shapes(tree: Any, inputs: Sequence[TensorMeta]) -> Any:
     return tree
 
 
+@functools.lru_cache(maxsize=None)
+def _is_causal_position(name: str) -> int | None:
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return None
+    for i, arg in enumerate(packet.default._schema.arguments):
+        if arg.name == "is_causal":
+            return i
+    return None
+
+
 def _is_causal(args: tuple, kwargs: dict, name: str) -> bool:
     if kwargs.get("is_causal"):
         return True
-    # positional is_causal: SDPA (q, k, v, attn_mask, dropout_p, is_causal, ...); flash variants (q, k, v, dropout_p, is_causal)
-    pos = 5 if name == "scaled_dot_product_attention" else 4
-    return len(args) > pos and args[pos] is True
+    pos = _is_causal_position(name)
+    return pos is not None and len(args) > pos and args[pos] is True
 
 
 def matrix_flops(name: str, args: tuple, kwargs: dict, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta]) -> float | None:
@@ -214,3 +224,22 @@ def frame_cost(frame: ApiFrame, children: Sequence[OpCall]) -> CallCost:
         flops = sum(call_cost(c).flops for c in children)
     dtype = frame.inputs[0].dtype if frame.inputs else (frame.outputs[0].dtype if frame.outputs else "float32")
     return CallCost(float(flops), _bytes(name, frame.inputs, frame.outputs, classes), matrix or any(call_cost(c).matrix for c in children), dtype)
+
+
+def backward_frame_cost(frame: ApiFrame, children: Sequence[OpCall]) -> CallCost:
+    """Backward of a natively implemented composite: one kernel reads the forward inputs, outputs and output
+    gradients and writes the input gradients (2 x (inputs + outputs) bytes); FLOPs from the composite's backward
+    formula when there is one (SDPA), else from the CPU decomposition's backward ops."""
+    name = base_name(frame.op)
+    flops: float | None = None
+    if name == "scaled_dot_product_attention" and len(frame.args) >= 3:
+        q, k, v = (frame.inputs[a.index].shape for a in frame.args[:3])
+        flops = float(flop_counter.sdpa_backward_flop_count(q, q, k, v))
+        if _is_causal(frame.args, frame.kwargs, name):
+            flops /= 2
+    if flops is None:
+        flops = sum(call_cost(c).flops for c in children)
+    classes = op_classes()
+    io = _bytes(name, frame.inputs, frame.outputs, classes)
+    dtype = frame.inputs[0].dtype if frame.inputs else "float32"
+    return CallCost(flops, 2 * io, name in classes.matrix or any(call_cost(c).matrix for c in children), dtype)

@@ -1,0 +1,34 @@
+"""The Python entry points behind each command, so everything the CLI does can be done from Python."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from npuport.audit import AuditReport, run_audit
+from npuport.errors import NpuportError
+from npuport.loading import LoadedModel, load_hf_config, load_model_file
+from npuport.report.audit_json import audit_to_json
+from npuport.scenarios import parse_scenarios
+
+
+def load_target(model: str | None = None, hf_config: str | None = None, entry: str | None = None,
+                dtype: str | None = None, attn: str = "sdpa") -> LoadedModel:
+    if hf_config:
+        return load_hf_config(hf_config, dtype=dtype, attn=attn)
+    if model:
+        return load_model_file(model, entry=entry)
+    raise NpuportError("no model given", "a model.py or --hf CONFIG.json", "nothing")
+
+
+def audit_model(model: str | None = None, hf_config: str | None = None, entry: str | None = None,
+                scenarios: list[str] | None = None, chip: str = "Ascend910B", torch_npu: str | None = None,
+                dtype: str | None = None, attn: str = "sdpa",
+                progress: Callable[[str], None] | None = None) -> tuple[AuditReport, dict[str, Any]]:
+    """Run the audit and return the report object and its JSON form (schema npuport.audit/1)."""
+    from npuport.roofline import get_chip
+
+    get_chip(chip)  # reject a bad --chip before loading anything
+    parsed = parse_scenarios(scenarios)
+    target = load_target(model, hf_config, entry, dtype, attn)
+    report = run_audit(target, parsed, chip=chip, torch_npu=torch_npu, progress=progress)
+    return report, audit_to_json(report)

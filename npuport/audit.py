@@ -1,0 +1,161 @@
+"""audit: load -> trace each scenario on fake tensors -> inventory (costs, roofline, classes) -> report object.
+
+Coverage, behaviour rules, the source scan and fusion advice attach to the same report as they become available.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+
+from npuport.costs import op_classes
+from npuport.errors import NpuportError
+from npuport.inventory import Inventory, build_inventory
+from npuport.loading import LoadedModel, describe_exception
+from npuport.roofline import get_chip, load_chips
+from npuport.scenarios import Scenario, fit_to_context
+from npuport.trace.recorder import Recorder
+from npuport.trace.records import Trace
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class AuditReport:
+    model: LoadedModel
+    scenarios: list[Scenario]
+    inventory: Inventory
+    traces: dict[str, Trace]
+    torch_npu: str | None
+    notes: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # coverage / findings / source scan / fusions / routes
+
+
+def _loss_of(model: LoadedModel, out: Any, inputs: tuple[tuple, dict]) -> torch.Tensor:
+    if model.loss is not None:
+        return model.loss(out, inputs)
+    loss = getattr(out, "loss", None)
+    if loss is None and isinstance(out, dict):
+        loss = out.get("loss")
+    if loss is None and isinstance(out, torch.Tensor) and out.numel() == 1:
+        loss = out
+    if not isinstance(loss, torch.Tensor):
+        raise NpuportError(
+            "the training scenario needs a loss",
+            "an output with .loss, a scalar output, or loss_fn(output, inputs) in model.py",
+            type(out).__name__,
+        )
+    return loss
+
+
+@contextlib.contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """transformers logs deprecation notices while tracing; they are not findings about the user's model."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def trace_scenario(model: LoadedModel, sc: Scenario) -> Trace | None:
+    """Run one scenario under the recorder; None when example_inputs says the scenario does not apply."""
+    inputs = model.make_inputs(sc)
+    if inputs is None:
+        return None
+    args, kwargs = inputs
+    module = model.module
+    was_training = module.training
+    module.train(sc.kind == "train")
+    try:
+        with model.mode, Recorder(module, sc.name) as rec, warnings.catch_warnings(), _quiet_libraries():
+            warnings.simplefilter("ignore")  # library deprecation chatter is not the user's audit
+            grad = contextlib.nullcontext() if sc.kind == "train" else torch.no_grad()
+            with grad:
+                out = module(*args, **kwargs)
+                if sc.kind == "train":
+                    _loss_of(model, out, inputs).backward()
+    except NpuportError:
+        raise
+    except Exception as exc:
+        raise NpuportError(
+            f"the model failed on the {sc.name} inputs",
+            "example inputs that fit the model",
+            describe_exception(exc),
+        ) from None
+    finally:
+        module.train(was_training)
+    return rec.trace
+
+
+def native_composites_for(chip_family: str, torch_npu: str | None) -> tuple[frozenset[str], str | None]:
+    """Composites the target runs as one op. NPU: from the torch_npu coverage data; CUDA: SDPA."""
+    cuda = op_classes().cuda_native_composites
+    if chip_family != "npu":
+        return cuda, None
+    try:
+        from npuport import coverage
+    except ImportError:
+        return cuda, "no torch_npu coverage data installed: only scaled_dot_product_attention is treated as an NPU-native composite"
+    try:
+        return frozenset(coverage.native_composites(torch_npu)), None
+    except AttributeError:
+        return cuda, "coverage data lacks the NPU-native composite list"
+
+
+def run_audit(
+    model: LoadedModel,
+    scenarios: list[Scenario],
+    chip: str = "Ascend910B",
+    torch_npu: str | None = None,
+    progress: Progress | None = None,
+) -> AuditReport:
+    target = get_chip(chip)
+    notes: list[str] = []
+    traces: dict[str, Trace] = {}
+    used: list[Scenario] = []
+    timings: dict[str, float] = {}
+    for sc in scenarios:
+        sc, note = fit_to_context(sc, model.max_positions)
+        if note:
+            notes.append(note)
+        if progress:
+            progress(f"tracing {sc.describe()}")
+        t0 = time.perf_counter()
+        trace = trace_scenario(model, sc)
+        timings[f"trace_{sc.name}_s"] = time.perf_counter() - t0
+        if trace is None:
+            notes.append(f"{sc.name}: skipped (example_inputs returned None)")
+            continue
+        traces[sc.name] = trace
+        used.append(sc)
+    if not traces:
+        raise NpuportError("no scenario could be traced", "example_inputs(scenario) to return inputs for at least one scenario", ", ".join(s.name for s in scenarios))
+    if progress:
+        progress("costing ops on the roofline")
+    t0 = time.perf_counter()
+    composites, note = native_composites_for(target.family, torch_npu)
+    if note:
+        notes.append(note)
+    inventory = build_inventory(traces, target, composites, load_chips())
+    timings["inventory_s"] = time.perf_counter() - t0
+    assumptions = list(target.assumptions)
+    assumptions.append("roofline lower bound: time = max(FLOPs / peak, bytes / bandwidth) per op; no launch overhead, no overlap")
+    if any(e.op.endswith("scaled_dot_product_attention") for e in inventory.ops):
+        assumptions.append("causal attention FLOPs are counted at half (fused kernels skip masked blocks)")
+    if model.config and (model.config.get("num_local_experts") or model.config.get("num_experts")):
+        assumptions.append("MoE experts traced through transformers' grouped_mm path: every routed token x top_k meets one expert (routing-independent FLOPs)")
+    return AuditReport(model, used, inventory, traces, torch_npu, notes, assumptions, timings)

@@ -1,0 +1,85 @@
+"""`npuport audit`: parse options, run the audit, render it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from npuport.cli.common import handle_errors, progress_printer, write_output
+from npuport.errors import NpuportError
+
+FORMATS = ("text", "json", "markdown", "csv", "html")
+_EXT = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html", ".txt": "text"}
+
+
+@click.command("audit")
+@click.argument("model", required=False)
+@click.option("--hf", "hf_config", metavar="CONFIG.json", help="Build a Hugging Face architecture from its config.json (no weights, no download).")
+@click.option("--entry", metavar="FUNCTION", help="Builder function in MODEL instead of build_model (or MODEL as file.py:function).")
+@click.option("--scenario", "scenarios", multiple=True, metavar="NAME[:batch=N,seq=N,past=N]",
+              help="train, prefill, decode (repeatable or joined with +). Default: all three.")
+@click.option("--chip", default="Ascend910B", show_default=True, help="Target chip from mappings/hardware.yaml.")
+@click.option("--torch-npu", "torch_npu", metavar="VERSION", help="torch_npu release to check coverage against (default: newest checked in).")
+@click.option("--dtype", help="Model dtype for --hf builds (float32, float16, bfloat16; default: the config's).")
+@click.option("--attn", default="sdpa", show_default=True, help="Attention implementation for --hf builds (sdpa or eager).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format (default: from -o's extension, else text).")
+@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE (refuses to replace an existing file without --force).")
+@click.option("--force", is_flag=True, help="Allow -o to replace an existing file.")
+@click.option("--top", default=30, show_default=True, help="Ops shown in the text table (0: all).")
+@click.option("--show-views", is_flag=True, help="Also list view / metadata ops in the text table.")
+@click.option("--quiet", is_flag=True, help="No progress messages on stderr.")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@handle_errors
+def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios: tuple[str, ...], chip: str,
+          torch_npu: str | None, dtype: str | None, attn: str, fmt: str | None, output: str | None, force: bool,
+          top: int, show_views: bool, quiet: bool, debug: bool) -> None:
+    """Inventory every op MODEL runs, on fake tensors: module, source line, shapes per scenario, dtypes, FLOPs,
+    bytes, roofline time share on the target chip, and hot / medium / cold class.
+
+    MODEL is a model.py defining build_model() and example_inputs(scenario) (see docs/model-files.md).
+    """
+    from npuport.api import audit_model
+
+    if (model is None) == (hf_config is None):
+        raise NpuportError("give exactly one model", "MODEL (a model.py) or --hf CONFIG.json", f"MODEL={model!r}, --hf={hf_config!r}")
+    fmt = fmt or (_EXT.get(Path(output).suffix.lower(), "text") if output else "text")
+    inputs = [Path(p) for p in (model.split(":")[0] if model else None, hf_config) if p]
+    if output:  # fail before the (long) audit, not after it
+        target = Path(output)
+        if target.exists() and not force:
+            raise NpuportError(f"{target} already exists", "a new output path, or --force to replace it", str(target))
+    report, data = audit_model(model=model, hf_config=hf_config, entry=entry, scenarios=list(scenarios), chip=chip,
+                               torch_npu=torch_npu, dtype=dtype, attn=attn, progress=progress_printer(not quiet))
+    text = _render(data, fmt, top, show_views)
+    if output:
+        write_output(output, text, force, protected=inputs)
+        if not quiet:
+            click.echo(f"npuport: wrote {fmt} report to {output}", err=True)
+    else:
+        sys.stdout.write(text)
+
+
+def _render(data: dict, fmt: str, top: int, show_views: bool) -> str:
+    if fmt == "json":
+        return json.dumps(data, indent=1, sort_keys=False) + "\n"
+    if fmt == "markdown":
+        from npuport.report.audit_markdown import render_markdown
+
+        return render_markdown(data)
+    if fmt == "csv":
+        from npuport.report.audit_csv import render_csv
+
+        return render_csv(data)
+    if fmt == "html":
+        from npuport.report.audit_html import render_html
+
+        return render_html(data)
+    from npuport.report.audit_text import render_text
+
+    console = Console(record=True, width=200 if not sys.stdout.isatty() else None, file=open("/dev/null", "w"))
+    render_text(data, console, top=top, show_views=show_views)
+    return console.export_text(styles=sys.stdout.isatty())

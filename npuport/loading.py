@@ -1,0 +1,289 @@
+"""Turn what the user points at (a model.py, file.py:function, or a Hugging Face config) into a model built
+under fake tensors plus a way to make each scenario's inputs.
+
+model.py convention (docs/model-files.md):
+    def build_model() -> torch.nn.Module
+    def example_inputs(scenario) -> dict | tuple | (tuple, dict) | None   # None: scenario not supported
+    def loss_fn(output, inputs) -> torch.Tensor                          # optional, for the training step
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from npuport.errors import NpuportError
+from npuport.scenarios import Scenario
+from npuport.trace.run import new_fake_mode
+
+Inputs = tuple[tuple, dict]
+
+
+@dataclass
+class LoadedModel:
+    """A model built on fake tensors, ready to trace."""
+
+    name: str
+    origin: str
+    module: torch.nn.Module
+    mode: FakeTensorMode
+    make_inputs: Callable[[Scenario], Inputs | None]
+    loss: Callable[[Any, Inputs], torch.Tensor] | None
+    source_files: list[Path] = field(default_factory=list)
+    max_positions: int | None = None
+    dtype: str = "float32"
+    config: dict[str, Any] | None = None
+
+    @property
+    def parameters(self) -> int:
+        return sum(p.numel() for p in self.module.parameters())
+
+
+def where_in_user_code(exc: BaseException) -> str:
+    """'file.py:12' of the innermost traceback frame outside torch / npuport / transformers internals."""
+    torch_dir = os.path.dirname(torch.__file__)
+    here = os.path.dirname(os.path.abspath(__file__))
+    frames = traceback.extract_tb(exc.__traceback__)
+    for fr in reversed(frames):
+        if not fr.filename.startswith((torch_dir, here)) and "site-packages" not in fr.filename:
+            return f" at {os.path.basename(fr.filename)}:{fr.lineno}"
+    return ""
+
+
+def describe_exception(exc: BaseException) -> str:
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {msg}{where_in_user_code(exc)}"
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.exists():
+        raise NpuportError(f"model file {path} not found", "a path to an existing Python file", str(path))
+    if not path.is_file():
+        raise NpuportError(f"{path} is not a file", "a Python file defining build_model()", "a directory")
+    try:
+        source = path.read_text(encoding="utf-8")
+        compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        raise NpuportError(f"{path} has a syntax error at line {exc.lineno}", "valid Python", exc.msg) from None
+    except UnicodeDecodeError as exc:
+        raise NpuportError(f"{path} is not UTF-8 text", "a Python source file", str(exc)) from None
+    name = f"npuport_user_model_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)  # so model.py can import its sibling modules
+    try:
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    except NpuportError:
+        raise
+    except BaseException as exc:  # the user's module failed: say where, not a traceback
+        sys.modules.pop(name, None)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise NpuportError(f"importing {path.name} failed", "a model file that imports cleanly", describe_exception(exc)) from None
+    finally:
+        if sys.path and sys.path[0] == folder:
+            sys.path.pop(0)
+    return mod
+
+
+def _call_user(fn: Callable[..., Any], what: str, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except NpuportError:
+        raise
+    except Exception as exc:
+        raise NpuportError(f"{what} raised an exception", f"{what} to succeed", describe_exception(exc)) from None
+
+
+def _normalize_inputs(value: Any, what: str) -> Inputs | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return (), dict(value)
+    if isinstance(value, torch.Tensor):
+        return (value,), {}
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple) and isinstance(value[1], dict):
+        return value
+    if isinstance(value, (tuple, list)):
+        return tuple(value), {}
+    raise NpuportError(f"{what} returned an unusable value", "a dict of keyword arguments, a tuple of positional arguments, (args, kwargs) or None", type(value).__name__)
+
+
+def load_model_file(path: str | Path, entry: str | None = None) -> LoadedModel:
+    """model.py by convention, or `file.py:function` / `entry` naming the builder function."""
+    text = str(path)
+    if entry is None and ":" in text and not Path(text).exists():
+        text, entry = text.rsplit(":", 1)
+    file = Path(text)
+    mod = _import_file(file)
+    builder_name = entry or "build_model"
+    builder = getattr(mod, builder_name, None)
+    if not callable(builder):
+        funcs = sorted(n for n, v in vars(mod).items() if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == mod.__name__)
+        raise NpuportError(
+            f"{file.name} defines no function {builder_name}()",
+            "build_model() and example_inputs(scenario), or --entry file.py:function",
+            "functions: " + (", ".join(funcs) if funcs else "none"),
+        )
+    inputs_fn = getattr(mod, "example_inputs", None)
+    loss_fn = getattr(mod, "loss_fn", None)
+    mode = new_fake_mode()
+    with mode:
+        model = _call_user(builder, f"{builder_name}()")
+    if not isinstance(model, torch.nn.Module):
+        raise NpuportError(f"{builder_name}() must return a torch.nn.Module", "an nn.Module", type(model).__name__)
+    max_pos = getattr(mod, "MAX_POSITIONS", None)
+    hf_config = getattr(model, "config", None)
+    if max_pos is None and hf_config is not None:
+        max_pos = _max_positions(hf_config)
+    if not callable(inputs_fn):
+        if hf_config is not None and getattr(hf_config, "vocab_size", None):
+            make = _hf_inputs(model, mode)
+        else:
+            raise NpuportError(
+                f"{file.name} defines no example_inputs(scenario)",
+                "a function returning the model's inputs for a scenario (see docs/model-files.md)",
+                "no example_inputs",
+            )
+    else:
+        def make(sc: Scenario) -> Inputs | None:
+            with mode:
+                return _normalize_inputs(_call_user(inputs_fn, f"example_inputs({sc.name!r})", sc), "example_inputs()")
+
+    loss = None
+    if callable(loss_fn):
+        def loss(out: Any, inputs: Inputs) -> torch.Tensor:
+            return loss_fn(out, inputs)
+    return LoadedModel(
+        name=(file.resolve().parent.name if file.stem == "model" else file.stem) + ("" if builder_name == "build_model" else f":{builder_name}"),
+        origin=str(file),
+        module=model,
+        mode=mode,
+        make_inputs=make,
+        loss=loss,
+        source_files=[file.resolve()],
+        max_positions=max_pos,
+        dtype=_param_dtype(model),
+    )
+
+
+def _param_dtype(model: torch.nn.Module) -> str:
+    for p in model.parameters():
+        if p.is_floating_point():
+            return str(p.dtype).removeprefix("torch.")
+    return "float32"
+
+
+def _max_positions(config: Any) -> int | None:
+    for key in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
+        val = getattr(config, key, None)
+        if isinstance(val, int) and val > 0:
+            return val
+    return None
+
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    if name not in _DTYPES:
+        raise NpuportError(f"unknown dtype {name!r}", "float32, float16 or bfloat16", name)
+    return _DTYPES[name]
+
+
+def load_hf_config(path: str | Path, dtype: str | None = None, attn: str = "sdpa") -> LoadedModel:
+    """Build a transformers model from a config.json alone: no weights, no download, fake tensors."""
+    file = Path(path)
+    if not file.is_file():
+        raise NpuportError(f"config file {file} not found", "a Hugging Face config.json", str(file))
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise NpuportError(f"{file} is not valid JSON", "a Hugging Face config.json", str(exc)) from None
+    if not isinstance(raw, dict) or "model_type" not in raw:
+        raise NpuportError(f"{file} has no model_type", "a Hugging Face config.json with a model_type field", f"keys: {sorted(raw)[:8] if isinstance(raw, dict) else type(raw).__name__}")
+    try:
+        import transformers
+    except ImportError:
+        raise NpuportError("--hf needs the transformers package", "pip install 'npuport[hf]'", "transformers is not installed") from None
+    try:
+        config = transformers.AutoConfig.for_model(**raw)
+    except (ValueError, KeyError) as exc:
+        raise NpuportError(f"transformers does not know model_type {raw['model_type']!r}", "a model_type of the installed transformers", str(exc)) from None
+    torch_dtype = parse_dtype(dtype or raw.get("dtype") or raw.get("torch_dtype") or "float32")
+    config._attn_implementation = attn
+    if hasattr(config, "num_local_experts") or hasattr(config, "num_experts"):
+        # Routing is data-dependent; the grouped-GEMM experts path has static shapes (every routed token x top_k).
+        config._experts_implementation = "grouped_mm"
+    mode = new_fake_mode()
+    archs = raw.get("architectures") or []
+    from npuport.audit import _quiet_libraries
+    with mode, _quiet_libraries():
+        try:
+            cls = getattr(transformers, archs[0]) if archs and hasattr(transformers, archs[0]) else transformers.AutoModelForCausalLM._model_mapping[type(config)]
+            model = cls._from_config(config, dtype=torch_dtype) if hasattr(cls, "_from_config") else cls(config)
+        except Exception as exc:
+            raise NpuportError(f"building {raw['model_type']} from {file.name} failed", "a config transformers can build", describe_exception(exc)) from None
+    model.train(False)
+    return LoadedModel(
+        name=file.stem,
+        origin=str(file),
+        module=model,
+        mode=mode,
+        make_inputs=_hf_inputs(model, mode),
+        loss=None,
+        source_files=[],
+        max_positions=_max_positions(config),
+        dtype=str(torch_dtype).removeprefix("torch."),
+        config=raw,
+    )
+
+
+def _hf_inputs(model: torch.nn.Module, mode: FakeTensorMode) -> Callable[[Scenario], Inputs | None]:
+    """Token ids for any causal LM; decode adds a KV cache of `past` positions filled with fake tensors."""
+    config = model.config
+
+    def make(sc: Scenario) -> Inputs | None:
+        with mode:
+            ids = torch.randint(0, config.vocab_size, (sc.batch, sc.seq))
+            kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": sc.kind != "train"}
+            if sc.kind == "train":
+                kwargs["labels"] = ids
+            if sc.kind == "decode" and sc.past:
+                kwargs["past_key_values"] = _kv_cache(model, sc)
+        return (), kwargs
+
+    return make
+
+
+def _kv_cache(model: torch.nn.Module, sc: Scenario) -> Any:
+    import transformers
+
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = getattr(text, "num_attention_heads", None) or getattr(text, "n_head")
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    layers = getattr(text, "num_hidden_layers", None) or getattr(text, "n_layer")
+    dtype = next(model.parameters()).dtype
+    try:
+        cache = transformers.DynamicCache(config=config)
+    except TypeError:  # transformers 4.x
+        cache = transformers.DynamicCache()
+    for i in range(layers):
+        k = torch.zeros(sc.batch, kv_heads, sc.past, head_dim, dtype=dtype)
+        cache.update(k, torch.zeros_like(k), i)
+    return cache

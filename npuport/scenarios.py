@@ -1,0 +1,94 @@
+"""What step is audited: a training step, a prefill, or one decode token against a KV cache.
+
+Training and inference ask different things of the same op (a GEMM is compute-bound at 8 x 4096 tokens and
+memory-bound at one token), so the audit traces each scenario separately and compares them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from npuport.errors import NpuportError
+
+Kind = Literal["train", "prefill", "decode"]
+KINDS: tuple[Kind, ...] = ("train", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One audited step. `seq` is the number of new tokens per sequence; `past` the KV-cache length before it."""
+
+    name: str
+    kind: Kind
+    batch: int
+    seq: int
+    past: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.seq
+
+    def describe(self) -> str:
+        base = f"{self.name}: batch {self.batch} x {self.seq} token{'s' if self.seq != 1 else ''}"
+        if self.kind == "train":
+            base += ", forward + backward"
+        if self.past:
+            base += f", KV cache {self.past}"
+        return base
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "kind": self.kind, "batch": self.batch, "seq": self.seq, "past": self.past}
+
+
+DEFAULTS: dict[Kind, Scenario] = {
+    "train": Scenario("train", "train", batch=8, seq=4096),
+    "prefill": Scenario("prefill", "prefill", batch=1, seq=4096),
+    "decode": Scenario("decode", "decode", batch=1, seq=1, past=4096),
+}
+DEFAULT_SET = ("train", "prefill", "decode")
+
+
+def parse_scenario(text: str) -> Scenario:
+    """'decode' or 'decode:batch=4,past=8192' or 'train:seq=2048'."""
+    name, _, opts = text.strip().partition(":")
+    if name not in DEFAULTS:
+        raise NpuportError(f"unknown scenario {name!r}", "train, prefill or decode, optionally with :batch=N,seq=N,past=N", text)
+    sc = DEFAULTS[name]  # type: ignore[index]
+    if not opts:
+        return sc
+    values: dict[str, int] = {}
+    for part in opts.split(","):
+        key, eq, val = part.partition("=")
+        key = key.strip()
+        if not eq or key not in ("batch", "seq", "past") or not val.strip().isdigit() or int(val) < 1 and key != "past":
+            raise NpuportError(f"bad scenario option {part!r} in {text!r}", "batch=N, seq=N or past=N with N a positive integer", part)
+        values[key] = int(val)
+    if sc.kind == "decode" and values.get("seq", 1) != 1:
+        raise NpuportError("a decode scenario takes exactly one new token", "seq=1 (or leave seq out)", text)
+    return replace(sc, **values)
+
+
+def parse_scenarios(items: tuple[str, ...] | list[str] | None) -> list[Scenario]:
+    """Each item may hold several comma-free names separated by '+' or be repeated: --scenario train --scenario decode."""
+    if not items:
+        return [DEFAULTS[n] for n in DEFAULT_SET]  # type: ignore[index]
+    out: list[Scenario] = []
+    for item in items:
+        for piece in item.split("+"):
+            sc = parse_scenario(piece)
+            if any(s.name == sc.name for s in out):
+                raise NpuportError(f"scenario {sc.name!r} given twice", "each of train / prefill / decode at most once", item)
+            out.append(sc)
+    return out
+
+
+def fit_to_context(sc: Scenario, max_positions: int | None) -> tuple[Scenario, str | None]:
+    """Shrink seq / past so the step fits the model's position limit; say so when it changes."""
+    if not max_positions or sc.seq + sc.past <= max_positions:
+        return sc, None
+    if sc.kind == "decode":
+        new = replace(sc, past=max(0, max_positions - 1))
+    else:
+        new = replace(sc, seq=max_positions)
+    return new, f"{sc.name}: shortened to fit the model's {max_positions} positions ({sc.describe()} -> {new.describe()})"
