@@ -56,6 +56,8 @@ class _Context:
     source_known: bool = False
     tensor_ids: WeakIdKeyDictionary = field(default_factory=WeakIdKeyDictionary)
     next_id: int = 0
+    # view output id -> base id, known at dispatch time (autograd sets ._base only after dispatch returns)
+    view_bases: dict[int, int] = field(default_factory=dict)
 
     def tid(self, t: torch.Tensor) -> int:
         got = self.tensor_ids.get(t)
@@ -70,13 +72,16 @@ class _Context:
         stride = None
         if t.layout == torch.strided and not t.is_contiguous():
             stride = tuple(int(s) for s in t.stride())
-        base = t._base
+        tid = self.tid(t)
+        base_id = self.view_bases.get(tid)
+        if base_id is None and t._base is not None:
+            base_id = self.tid(t._base)
         return TensorMeta(
-            id=self.tid(t),
+            id=tid,
             shape=shape,
             dtype=str(t.dtype).removeprefix("torch."),
             stride=stride,
-            base=self.tid(base) if base is not None else None,
+            base=base_id,
             storage_offset=int(t.storage_offset()) if t.layout == torch.strided else 0,
         )
 
@@ -125,7 +130,15 @@ class _OpRecorder(TorchDispatchMode):
     def _record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         ctx = self.ctx
         cargs, ckwargs, inputs, slot = _capture_args(ctx, args, kwargs)
-        outs = tuple(ctx.meta(t) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+        view = naming.is_view(func)
+        out_tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if view and inputs:
+            root = inputs[0].base if inputs[0].base is not None else inputs[0].id
+            for t in out_tensors:
+                tid = ctx.tid(t)
+                if tid != inputs[0].id:
+                    ctx.view_bases[tid] = root
+        outs = tuple(ctx.meta(t) for t in out_tensors)
         mutated = []
         for pos, name in naming.written_arguments(func):
             target = args[pos] if pos < len(args) else kwargs.get(name)
@@ -148,7 +161,7 @@ class _OpRecorder(TorchDispatchMode):
             OpCall(
                 index=len(self.trace.calls),
                 op=naming.op_name(func),
-                kind="view" if naming.is_view(func) else "compute",
+                kind="view" if view else "compute",
                 phase=phase,
                 inputs=tuple(inputs),
                 outputs=outs,

@@ -1,0 +1,61 @@
+"""Every shipped Hugging Face config audits on fake tensors, with op counts checked against the architecture."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from npuport.api import audit_model  # noqa: E402
+
+CONFIGS = sorted((Path(__file__).resolve().parent.parent / "examples" / "configs").glob("*.json"))
+
+
+def _op(data, name):
+    return next((o for o in data["ops"] if o["op"] == name), None)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_config_audits(config):
+    raw = json.loads(config.read_text())
+    _, data = audit_model(hf_config=str(config))
+    layers = raw.get("num_hidden_layers") or raw["n_layer"]
+    assert [s["name"] for s in data["scenarios"]] == ["train", "prefill", "decode"]
+    sdpa = _op(data, "aten::scaled_dot_product_attention")
+    assert sdpa is not None, "attention must be reported as SDPA, not its CPU variant"
+    assert not any("for_cpu" in o["op"] for o in data["ops"])
+    assert sdpa["scenarios"]["prefill"]["calls"] == layers
+    assert sdpa["scenarios"]["train"]["phases"] == {"forward": layers, "backward": layers}
+    dec = next(s for s in data["scenarios"] if s["name"] == "decode")
+    assert dec["seq"] == 1 and dec["past"] > 0
+    hot = [o["op"] for o in data["ops"] if o["class"] == "hot"]
+    assert any(op in hot for op in ("aten::mm", "aten::addmm", "aten::_grouped_mm"))
+    assert abs(sum(o["time_share"] for o in data["ops"]) - 1.0) < 1e-9
+
+
+def test_llama2_7b_by_hand():
+    cfg = next(c for c in CONFIGS if c.stem == "llama-2-7b")
+    _, data = audit_model(hf_config=str(cfg))
+    assert data["model"]["parameters"] == 6_738_415_616  # the published Llama-2-7B parameter count
+    mm = _op(data, "aten::mm")
+    # 7 projections per layer x 32 layers + lm_head, one token at decode: M = 1
+    assert mm["scenarios"]["prefill"]["calls"] == 7 * 32 + 1
+    assert mm["scenarios"]["decode"]["shapes"][0]["inputs"] in {"1x4096 4096x11008", "1x11008 11008x4096"}
+    h, i, v, layers, t = 4096, 11008, 32000, 32, 4096
+    expect = 2 * t * (layers * (4 * h * h + 3 * h * i) + h * v)
+    assert mm["scenarios"]["prefill"]["flops"] == expect
+    assert mm["scenarios"]["prefill"]["bound"] == "compute" and mm["scenarios"]["decode"]["bound"] == "memory"
+    # RMSNorm is decomposed on NPU (no fused aten kernel): two per layer plus the final one
+    assert _op(data, "aten::rsqrt")["scenarios"]["prefill"]["calls"] == 2 * layers + 1
+
+
+def test_mixtral_experts_use_grouped_gemm():
+    cfg = next(c for c in CONFIGS if c.stem == "mixtral-8x7b")
+    _, data = audit_model(hf_config=str(cfg), scenarios=["prefill"])
+    g = _op(data, "aten::_grouped_mm")
+    assert g is not None and g["scenarios"]["prefill"]["calls"] == 2 * 32
+    # every token meets top-2 experts: 2 x 4096 rows through gate_up (4096 -> 2 x 14336) and down (14336 -> 4096)
+    assert g["scenarios"]["prefill"]["flops"] == 32 * 2 * (2 * 4096) * (4096 * 2 * 14336 + 14336 * 4096)

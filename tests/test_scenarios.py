@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import pytest
+
+from npuport.errors import NpuportError
+from npuport.scenarios import DEFAULTS, fit_to_context, parse_scenario, parse_scenarios
+
+
+def test_defaults_are_train_prefill_decode():
+    names = [s.name for s in parse_scenarios(None)]
+    assert names == ["train", "prefill", "decode"]
+    assert DEFAULTS["train"].batch == 8 and DEFAULTS["train"].seq == 4096
+    assert DEFAULTS["decode"].seq == 1 and DEFAULTS["decode"].past == 4096
+
+
+def test_options_and_joining():
+    scs = parse_scenarios(["decode:batch=4,past=8192", "train:seq=2048+prefill"])
+    assert [(s.name, s.batch, s.seq, s.past) for s in scs] == [("decode", 4, 1, 8192), ("train", 8, 2048, 0), ("prefill", 1, 4096, 0)]
+
+
+@pytest.mark.parametrize("bad", ["infer", "train:batch=0", "train:foo=1", "decode:seq=2", "train:batch=x"])
+def test_bad_scenarios_raise_user_errors(bad):
+    with pytest.raises(NpuportError):
+        parse_scenario(bad)
+
+
+def test_duplicate_scenario_rejected():
+    with pytest.raises(NpuportError):
+        parse_scenarios(["train", "train"])
+
+
+def test_fit_to_context():
+    sc, note = fit_to_context(DEFAULTS["train"], 1024)
+    assert sc.seq == 1024 and "shortened" in note
+    sc, note = fit_to_context(DEFAULTS["decode"], 2048)
+    assert sc.past == 2047 and sc.seq == 1
+    assert fit_to_context(DEFAULTS["prefill"], None) == (DEFAULTS["prefill"], None)
