@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Audit speed and memory: Llama-2-7B and Llama-2-70B with the default scenarios (train 8x4096, prefill 1x4096,
+decode 1 token vs a 4095-token cache), each audited in a fresh process, several times; prints medians.
+
+Targets (issue 2): 7B <= 10 s wall after imports and <= 1.5 GB peak RSS on a 2-core CPU; 70B <= 2.5x the 7B time.
+Usage: python scripts/bench_audit.py [--repeats 3] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+import torch, transformers
+from npuport.api import audit_model
+from npuport.report.audit_json import audit_to_json
+imports = time.perf_counter() - t0
+t1 = time.perf_counter()
+report, data = audit_model(hf_config=sys.argv[1])
+text = json.dumps(data)
+wall = time.perf_counter() - t1
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"imports_s": imports, "audit_s": wall, "peak_rss_bytes": rss, "timings": report.timings,
+                  "ops": len(data["ops"]), "calls": sum(s["calls"] for s in data["scenarios"])}))
+"""
+
+
+def run_once(config: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", CHILD, str(config)], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    rows = {}
+    for name in ("llama-2-7b", "llama-2-70b"):
+        runs = [run_once(ROOT / "examples" / "configs" / f"{name}.json") for _ in range(args.repeats)]
+        rows[name] = {
+            "audit_s": statistics.median(r["audit_s"] for r in runs),
+            "audit_s_all": [round(r["audit_s"], 2) for r in runs],
+            "imports_s": statistics.median(r["imports_s"] for r in runs),
+            "peak_rss_mb": statistics.median(r["peak_rss_bytes"] for r in runs) / 2**20,
+            "calls": runs[0]["calls"],
+        }
+    ratio = rows["llama-2-70b"]["audit_s"] / rows["llama-2-7b"]["audit_s"]
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    if args.markdown:
+        print(f"Machine: {machine}; {args.repeats} fresh processes per model, median shown.\n")
+        print("| model | audit wall after imports (median) | runs | imports | peak RSS | recorded calls |")
+        print("|---|---:|---|---:|---:|---:|")
+        for name, r in rows.items():
+            print(f"| {name} | {r['audit_s']:.2f} s | {r['audit_s_all']} | {r['imports_s']:.2f} s | {r['peak_rss_mb']:.0f} MB | {r['calls']:,} |")
+        print(f"\n70B / 7B time ratio: {ratio:.2f}x (target <= 2.5x); 7B target <= 10 s, <= 1.5 GB.")
+    else:
+        print(json.dumps({"machine": machine, "rows": rows, "ratio_70b_7b": ratio}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
