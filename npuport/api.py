@@ -12,11 +12,12 @@ from npuport.scenarios import parse_scenarios
 
 
 def load_target(model: str | None = None, hf_config: str | None = None, entry: str | None = None,
-                dtype: str | None = None, attn: str = "sdpa") -> LoadedModel:
+                dtype: str | None = None, attn: str = "sdpa", fake: bool = True) -> LoadedModel:
+    """The model the user named, built on fake tensors (audit) or real ones (`fake=False`: parity, bench)."""
     if hf_config:
-        return load_hf_config(hf_config, dtype=dtype, attn=attn)
+        return load_hf_config(hf_config, dtype=dtype, attn=attn, fake=fake)
     if model:
-        return load_model_file(model, entry=entry)
+        return load_model_file(model, entry=entry, fake=fake)
     raise NpuportError("no model given", "a model.py or --hf CONFIG.json", "nothing")
 
 

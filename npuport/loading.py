@@ -9,6 +9,7 @@ model.py convention (docs/model-files.md):
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -31,12 +32,12 @@ Inputs = tuple[tuple, dict]
 
 @dataclass
 class LoadedModel:
-    """A model built on fake tensors, ready to trace."""
+    """A model ready to run: built under `mode` (a FakeTensorMode for the audit; a no-op context for real runs)."""
 
     name: str
     origin: str
     module: torch.nn.Module
-    mode: FakeTensorMode
+    mode: Any  # FakeTensorMode, or contextlib.nullcontext() when built with real tensors
     make_inputs: Callable[[Scenario], Inputs | None]
     loss: Callable[[Any, Inputs], torch.Tensor] | None
     source_files: list[Path] = field(default_factory=list)
@@ -122,7 +123,11 @@ def _normalize_inputs(value: Any, what: str) -> Inputs | None:
     raise NpuportError(f"{what} returned an unusable value", "a dict of keyword arguments, a tuple of positional arguments, (args, kwargs) or None", type(value).__name__)
 
 
-def load_model_file(path: str | Path, entry: str | None = None) -> LoadedModel:
+def _mode(fake: bool) -> Any:
+    return new_fake_mode() if fake else contextlib.nullcontext()
+
+
+def load_model_file(path: str | Path, entry: str | None = None, fake: bool = True) -> LoadedModel:
     """model.py by convention, or `file.py:function` / `entry` naming the builder function."""
     text = str(path)
     if entry is None and ":" in text and not Path(text).exists():
@@ -140,7 +145,7 @@ def load_model_file(path: str | Path, entry: str | None = None) -> LoadedModel:
         )
     inputs_fn = getattr(mod, "example_inputs", None)
     loss_fn = getattr(mod, "loss_fn", None)
-    mode = new_fake_mode()
+    mode = _mode(fake)
     with mode:
         model = _call_user(builder, f"{builder_name}()")
     if not isinstance(model, torch.nn.Module):
@@ -204,7 +209,7 @@ def parse_dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
 
 
-def load_hf_config(path: str | Path, dtype: str | None = None, attn: str = "sdpa") -> LoadedModel:
+def load_hf_config(path: str | Path, dtype: str | None = None, attn: str = "sdpa", fake: bool = True) -> LoadedModel:
     """Build a transformers model from a config.json alone: no weights, no download, fake tensors."""
     file = Path(path)
     if not file.is_file():
@@ -228,7 +233,7 @@ def load_hf_config(path: str | Path, dtype: str | None = None, attn: str = "sdpa
     if hasattr(config, "num_local_experts") or hasattr(config, "num_experts"):
         # Routing is data-dependent; the grouped-GEMM experts path has static shapes (every routed token x top_k).
         config._experts_implementation = "grouped_mm"
-    mode = new_fake_mode()
+    mode = _mode(fake)
     archs = raw.get("architectures") or []
     from npuport.audit import _quiet_libraries
     with mode, _quiet_libraries():
@@ -252,7 +257,7 @@ def load_hf_config(path: str | Path, dtype: str | None = None, attn: str = "sdpa
     )
 
 
-def _hf_inputs(model: torch.nn.Module, mode: FakeTensorMode) -> Callable[[Scenario], Inputs | None]:
+def _hf_inputs(model: torch.nn.Module, mode: Any) -> Callable[[Scenario], Inputs | None]:
     """Token ids for any causal LM; decode adds a KV cache of `past` positions filled with fake tensors."""
     config = model.config
 
