@@ -24,12 +24,16 @@ def load_target(model: str | None = None, hf_config: str | None = None, entry: s
 def audit_model(model: str | None = None, hf_config: str | None = None, entry: str | None = None,
                 scenarios: list[str] | None = None, chip: str = "Ascend910B", torch_npu: str | None = None,
                 dtype: str | None = None, attn: str = "sdpa",
-                progress: Callable[[str], None] | None = None) -> tuple[AuditReport, dict[str, Any]]:
+                progress: Callable[[str], None] | None = None, route_preset: str = "default",
+                route_weights: str | None = None) -> tuple[AuditReport, dict[str, Any]]:
     """Run the audit and return the report object and its JSON form (schema npuport.audit/1)."""
     from npuport.roofline import get_chip
+    from npuport.routes import weights
 
-    get_chip(chip)  # reject a bad --chip before loading anything
+    get_chip(chip)  # reject bad options before loading anything
+    weights(route_preset, route_weights)
     parsed = parse_scenarios(scenarios)
     target = load_target(model, hf_config, entry, dtype, attn)
-    report = run_audit(target, parsed, chip=chip, torch_npu=torch_npu, progress=progress)
+    report = run_audit(target, parsed, chip=chip, torch_npu=torch_npu, progress=progress,
+                       route_preset=route_preset, route_weights=route_weights)
     return report, audit_to_json(report)

@@ -122,6 +122,8 @@ def run_audit(
     chip: str = "Ascend910B",
     torch_npu: str | None = None,
     progress: Progress | None = None,
+    route_preset: str = "default",
+    route_weights: str | None = None,
 ) -> AuditReport:
     target = get_chip(chip)
     notes: list[str] = []
@@ -158,4 +160,32 @@ def run_audit(
         assumptions.append("causal attention FLOPs are counted at half (fused kernels skip masked blocks)")
     if model.config and (model.config.get("num_local_experts") or model.config.get("num_experts")):
         assumptions.append("MoE experts traced through transformers' grouped_mm path: every routed token x top_k meets one expert (routing-independent FLOPs)")
-    return AuditReport(model, used, inventory, traces, torch_npu, notes, assumptions, timings)
+    report = AuditReport(model, used, inventory, traces, torch_npu, notes, assumptions, timings)
+    t0 = time.perf_counter()
+    attach_fusions(report, route_preset, route_weights)
+    timings["fusion_s"] = time.perf_counter() - t0
+    return report
+
+
+def attach_fusions(report: AuditReport, preset: str = "default", overrides: str | None = None) -> None:
+    """Fusion opportunities (proposed / blocked) and the scored implementation routes per hot op and chain."""
+    from npuport import routes as routes_mod
+    from npuport.fusion.advice import advise, summarize
+
+    w = routes_mod.weights(preset, overrides)
+    rows = summarize(advise(report.traces, report.inventory.chip, report.torch_npu))
+    report.extras["fusions"] = rows
+    cov = report.extras.get("coverage_by_op", {})
+    out = []
+    for entry in report.inventory.ops:
+        if entry.cls == "hot" and entry.kind == "compute":
+            out.append(routes_mod.score_op(entry.op, (cov.get(entry.op) or {}).get("status"), w))
+    seen: set[tuple[str, str]] = set()
+    for row in rows:
+        key = (row["pattern"], row["module"])
+        if key in seen or row["status"] in ("fused",):
+            continue
+        seen.add(key)
+        out.append(routes_mod.score_fusion(row, row["unfused_time_s"], row["fused_time_s"], w))
+    report.extras["routes"] = out
+    report.extras["route_weights"] = w

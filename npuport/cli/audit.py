@@ -31,12 +31,14 @@ _EXT = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "cs
 @click.option("--force", is_flag=True, help="Allow -o to replace an existing file.")
 @click.option("--top", default=30, show_default=True, help="Ops shown in the text table (0: all).")
 @click.option("--show-views", is_flag=True, help="Also list view / metadata ops in the text table.")
+@click.option("--preset", default="default", show_default=True, help="Route-scoring preset: default, fast-poc, long-term-training.")
+@click.option("--weights", metavar="DIM=W,...", help="Override route-scoring weights, e.g. performance=0.5,dev_time=0.1.")
 @click.option("--quiet", is_flag=True, help="No progress messages on stderr.")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @handle_errors
 def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios: tuple[str, ...], chip: str,
           torch_npu: str | None, dtype: str | None, attn: str, fmt: str | None, output: str | None, force: bool,
-          top: int, show_views: bool, quiet: bool, debug: bool) -> None:
+          top: int, show_views: bool, preset: str, weights: str | None, quiet: bool, debug: bool) -> None:
     """Inventory every op MODEL runs, on fake tensors: module, source line, shapes per scenario, dtypes, FLOPs,
     bytes, roofline time share on the target chip, and hot / medium / cold class.
 
@@ -53,7 +55,8 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
         if target.exists() and not force:
             raise NpuportError(f"{target} already exists", "a new output path, or --force to replace it", str(target))
     report, data = audit_model(model=model, hf_config=hf_config, entry=entry, scenarios=list(scenarios), chip=chip,
-                               torch_npu=torch_npu, dtype=dtype, attn=attn, progress=progress_printer(not quiet))
+                               torch_npu=torch_npu, dtype=dtype, attn=attn, progress=progress_printer(not quiet),
+                               route_preset=preset, route_weights=weights)
     text = _render(data, fmt, top, show_views)
     if output:
         write_output(output, text, force, protected=inputs)

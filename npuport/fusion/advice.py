@@ -31,7 +31,8 @@ class Advice:
     note: str | None
     bytes_saved: int
     launches_saved: int
-    time_saved_s: float
+    unfused_s: float
+    fused_s: float
     ops: list[str] = field(default_factory=list)
     dtype: str = ""
 
@@ -41,7 +42,7 @@ def _bytes(ts: list[TensorMeta]) -> int:
     return sum(t.distinct_numel * itemsize(t.dtype) for t in seen.values())
 
 
-def _saving(graph: Dataflow, m: Match, chip: ChipProfile) -> tuple[int, int, float]:
+def _saving(graph: Dataflow, m: Match, chip: ChipProfile) -> tuple[int, int, float, float]:
     nodes = list({c.index: c for c in m.nodes.values()}.values())
     inside = {graph.root(t) for c in nodes for t in c.outputs}
     ext_in = [t for c in nodes for t in c.inputs if graph.root(t) not in inside]
@@ -54,7 +55,7 @@ def _saving(graph: Dataflow, m: Match, chip: ChipProfile) -> tuple[int, int, flo
     matrix = any(c.matrix for c in costs)
     dtype = costs[0].dtype
     after = chip.roofline(flops, fused_bytes, dtype, matrix)[0]
-    return max(0, sum(c.bytes for c in costs) - fused_bytes), len(nodes) - 1, max(0.0, before - after)
+    return max(0, sum(c.bytes for c in costs) - fused_bytes), len(nodes) - 1, before, min(after, before)
 
 
 def _facts(m: Match, chip: str, torch_npu: str | None) -> Facts:
@@ -64,6 +65,8 @@ def _facts(m: Match, chip: str, torch_npu: str | None) -> Facts:
     if m.pattern.id in ("add_rms_norm", "rms_norm"):
         src = m.nodes.get("cast_in") or m.nodes.get("square")
         dtype = src.inputs[0].dtype if src is not None and src.inputs else dtype
+    if m.pattern.id.startswith("rope") and m.output.outputs:
+        x = m.output.outputs[0]  # the rotated tensor itself (the anchor only sees half of it)
     head_dim = x.shape[-1] if x is not None and x.shape else None
     rank = len(x.shape) if x is not None else None
     return Facts(dtype=dtype, chip=chip, torch_npu=torch_npu, rank=rank, head_dim=head_dim if m.pattern.id.startswith("rope") else None)
@@ -117,7 +120,7 @@ def advise(traces: Mapping[str, Trace], chip: ChipProfile, torch_npu: str | None
                 note = "NPU SDPA leaves its fused path: " + "; ".join(rejected[0]["reasons"])
             status = "fused" if rep and rep["kind"] == "native" else ("proposed" if rep else "no-replacement")
             out.append(Advice("sdpa", data.sdpa["title"], name, status, module_pattern(frame.module), frame.source, rep, rejected, [],
-                              note, 0, 0, 0.0, ops=[frame.op], dtype=facts.dtype))
+                              note, 0, 0, 0.0, 0.0, ops=[frame.op], dtype=facts.dtype))
     return out
 
 
@@ -136,7 +139,8 @@ def summarize(advice: list[Advice]) -> list[dict[str, Any]]:
             "module": module, "sources": sources[:6], "ops": first.ops, "dtype": first.dtype,
             "replacement": first.replacement, "rejected": first.rejected, "blocked_by": first.blocked_by, "note": note,
             "bytes_saved": sum(a.bytes_saved for a in items), "launches_saved": sum(a.launches_saved for a in items),
-            "time_saved_s": sum(a.time_saved_s for a in items),
+            "unfused_time_s": sum(a.unfused_s for a in items), "fused_time_s": sum(a.fused_s for a in items),
+            "time_saved_s": sum(a.unfused_s - a.fused_s for a in items),
         })
     rows.sort(key=lambda r: (r["scenario"], -r["time_saved_s"], r["pattern"]))
     return rows

@@ -115,7 +115,7 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
         "assumptions": report.assumptions,
         "notes": report.notes,
     }
-    for key in ("coverage", "findings", "source_scan", "fusions", "routes"):
+    for key in ("coverage", "findings", "source_scan", "fusions", "routes", "route_weights"):
         if key in extras:
             data[key] = extras[key]
     return data

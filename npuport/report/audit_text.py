@@ -6,6 +6,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from npuport.report.fmt import add_row
 from rich.text import Text
 
 from npuport.report.fmt import fmt_count, fmt_share, fmt_si, fmt_time, short_source
@@ -71,7 +73,7 @@ def render_text(data: dict[str, Any], console: Console, top: int = 30, show_view
         if has_cov:
             cov = o.get("coverage") or {}
             cells.append(cov.get("status", "?") + (f" ({'/'.join(cov['paths'])})" if cov.get("paths") else ""))
-        table.add_row(*cells)
+        add_row(table, *cells)
     console.print(table)
     hidden = len(ops) - len(shown)
     views = [o for o in data["ops"] if o["kind"] == "view"]
@@ -96,7 +98,7 @@ def render_text(data: dict[str, Any], console: Console, top: int = 30, show_view
     for n in sc_names:
         mt.add_column(n, justify="right")
     for me in data["modules"][:12]:
-        mt.add_row(me["module"], me["type"], fmt_share(me["time_share"]),
+        add_row(mt, me["module"], me["type"], fmt_share(me["time_share"]),
                    *[fmt_share(me["scenarios"][n]["time_share"]) if n in me["scenarios"] else "" for n in sc_names])
     console.print(mt)
     ct = Table(title="Estimated step time per chip (roofline lower bound)", header_style="bold")
@@ -105,8 +107,12 @@ def render_text(data: dict[str, Any], console: Console, top: int = 30, show_view
         ct.add_column(n, justify="right")
     chips = list(data["scenarios"][0]["estimated_time_s_by_chip"])
     for chip in chips:
-        ct.add_row(Text(chip, style="bold" if chip == data["chip"] else ""), *[fmt_time(s["estimated_time_s_by_chip"][chip]) for s in data["scenarios"]])
+        add_row(ct, Text(chip, style="bold" if chip == data["chip"] else ""), *[fmt_time(s["estimated_time_s_by_chip"][chip]) for s in data["scenarios"]])
     console.print(ct)
+    from npuport.report.audit_sections import render_fusions, render_routes
+
+    render_fusions(data, console)
+    render_routes(data, console)
     for note in data["notes"]:
         console.print(f"  note: {note}", style="yellow")
     for a in data["assumptions"]:

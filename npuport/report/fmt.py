@@ -37,3 +37,10 @@ def fmt_count(n: int) -> str:
 def short_source(source: str) -> str:
     """'/long/path/transformers/models/llama/modeling_llama.py:244' -> 'modeling_llama.py:244'."""
     return source.rsplit("/", 1)[-1]
+
+
+def add_row(table: "Table", *cells: object) -> None:  # noqa: F821 - rich is imported by the caller
+    """Add a row whose strings are shown literally: model text like '[gate, up]' is not rich markup."""
+    from rich.text import Text
+
+    table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells))

@@ -1,0 +1,51 @@
+"""Text sections for what later stages attach to the audit: fusion advice and implementation routes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from npuport.report.fmt import add_row
+
+from npuport.report.fmt import fmt_si, fmt_time, short_source
+
+
+def render_fusions(data: dict[str, Any], console: Console, limit: int = 20) -> None:
+    rows = data.get("fusions")
+    if not rows:
+        return
+    scenario = next((s["name"] for s in data["scenarios"] if s["kind"] != "decode"), data["scenarios"][0]["name"])
+    rows = [r for r in rows if r["scenario"] == scenario]
+    t = Table(title=f"Fusion opportunities ({scenario} forward; saving on {data['chip']}, roofline estimate)", header_style="bold")
+    for col in ("pattern", "matches", "status", "module", "replacement", "saves", "why / blocked by"):
+        t.add_column(col, justify="right" if col in ("matches", "saves") else "left")
+    for r in rows[:limit]:
+        rep = r["replacement"]
+        why = r["note"] or ""
+        if r["blocked_by"]:
+            b = r["blocked_by"][0]
+            why = f"{b['tensor']} is also read by {b['other_reader']} ({short_source(b['at'])})"
+        elif r["rejected"] and not why:
+            why = "; ".join(f"{x['op']}: {', '.join(x['reasons'])}" for x in r["rejected"][:2])
+        saves = f"{fmt_time(r['time_saved_s'])}, {fmt_si(r['bytes_saved'], 'B')}, {r['launches_saved']} launches" if r["launches_saved"] else "-"
+        add_row(t, r["pattern"], str(r["matches"]), r["status"], r["module"], rep["op"] if rep else "none fits", saves, why)
+    console.print(t)
+
+
+def render_routes(data: dict[str, Any], console: Console, limit: int = 12) -> None:
+    routes = data.get("routes")
+    if not routes:
+        return
+    w = data.get("route_weights", {})
+    t = Table(title="Implementation routes (score 0-10; weights " + ", ".join(f"{k} {v:.0%}" for k, v in w.items()) + ")", header_style="bold")
+    t.add_column("target")
+    t.add_column("recommended")
+    t.add_column("candidates (score)")
+    for r in routes[:limit]:
+        target = r["target"] + (f" @ {r['module']}" if r.get("module") else "")
+        cands = ", ".join(f"{c['route']} {c['score']:.1f}" + ("" if c["dimensions"]["coverage"]["score"] > 0 else " (n/a)") for c in r["candidates"])
+        add_row(t, target, r["recommended"] or "-", cands)
+    console.print(t)
+    console.print("  performance and coverage are evidence (roofline, coverage data, constraint checks); the other dimensions are judgements stated in mappings/routes.yaml", style="dim")
