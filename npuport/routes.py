@@ -91,7 +91,8 @@ def score_op(op: str, coverage_status: str | None, w: Mapping[str, float]) -> di
         perf = 10 * r.expected_attainment
         cands.append(_score(r, perf, cov, w, f"expected roofline attainment {r.expected_attainment:.0%} (judgement per route)", cov_why))
     cands.sort(key=lambda c: -c["score"])
-    return {"target": op, "kind": "op", "recommended": cands[0]["route"] if cands else None, "candidates": cands}
+    viable = [c for c in cands if c["dimensions"]["coverage"]["score"] > 0]
+    return {"target": op, "kind": "op", "recommended": viable[0]["route"] if viable else None, "candidates": cands}
 
 
 def score_fusion(row: Mapping[str, Any], unfused_s: float, fused_s: float, w: Mapping[str, float]) -> dict[str, Any]:
