@@ -32,6 +32,11 @@ def audit_model(model: str | None = None, hf_config: str | None = None, entry: s
 
     get_chip(chip)  # reject bad options before loading anything
     weights(route_preset, route_weights)
+    if torch_npu is not None:
+        from npuport import coverage
+
+        if torch_npu not in coverage.available_versions():
+            raise NpuportError(f"no coverage data for torch_npu {torch_npu}", "one of " + ", ".join(coverage.available_versions()), torch_npu)
     parsed = parse_scenarios(scenarios)
     target = load_target(model, hf_config, entry, dtype, attn)
     report = run_audit(target, parsed, chip=chip, torch_npu=torch_npu, progress=progress,

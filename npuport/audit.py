@@ -161,10 +161,28 @@ def run_audit(
     if model.config and (model.config.get("num_local_experts") or model.config.get("num_experts")):
         assumptions.append("MoE experts traced through transformers' grouped_mm path: every routed token x top_k meets one expert (routing-independent FLOPs)")
     report = AuditReport(model, used, inventory, traces, torch_npu, notes, assumptions, timings)
+    if target.family == "npu" or torch_npu:
+        t0 = time.perf_counter()
+        _attach_coverage_if_available(report, torch_npu)
+        timings["coverage_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     attach_fusions(report, route_preset, route_weights)
     timings["fusion_s"] = time.perf_counter() - t0
     return report
+
+
+def _attach_coverage_if_available(report: AuditReport, torch_npu: str | None) -> None:
+    try:
+        from npuport import coverage
+    except ImportError:
+        report.notes.append("torch_npu coverage data is not installed: no coverage column")
+        return
+    if not hasattr(coverage, "resolve"):
+        report.notes.append("torch_npu coverage data is not installed: no coverage column")
+        return
+    from npuport.audit_coverage import attach_coverage
+
+    attach_coverage(report, torch_npu)
 
 
 def attach_fusions(report: AuditReport, preset: str = "default", overrides: str | None = None) -> None:

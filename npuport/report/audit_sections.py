@@ -49,3 +49,16 @@ def render_routes(data: dict[str, Any], console: Console, limit: int = 12) -> No
         add_row(t, target, r["recommended"] or "-", cands)
     console.print(t)
     console.print("  performance and coverage are evidence (roofline, coverage data, constraint checks); the other dimensions are judgements stated in mappings/routes.yaml", style="dim")
+
+
+def render_fallbacks(data: dict[str, Any], console: Console) -> None:
+    cov = data.get("coverage")
+    if not cov or not cov.get("cpu_fallback"):
+        return
+    t = Table(title=f"Ops that leave the NPU on torch_npu {cov['version']} (set {cov['fallback_error_env']}=1 to make this an error)", header_style="bold")
+    for col in ("op", "status", "calls", "where", "bytes host<->device", "transfer estimate"):
+        t.add_column(col)
+    for f in cov["cpu_fallback"]:
+        where = (f["modules"][0] if f["modules"] else "") + (f" @ {short_source(f['sources'][0])}" if f["sources"] else "")
+        add_row(t, f["op"], f["status"], str(f["calls"]), where, fmt_si(f["bytes_crossing_host"], "B"), fmt_time(f["estimated_transfer_s"]))
+    console.print(t)
