@@ -25,7 +25,8 @@ def audit_model(model: str | None = None, hf_config: str | None = None, entry: s
                 scenarios: list[str] | None = None, chip: str = "Ascend910B", torch_npu: str | None = None,
                 dtype: str | None = None, attn: str = "sdpa",
                 progress: Callable[[str], None] | None = None, route_preset: str = "default",
-                route_weights: str | None = None) -> tuple[AuditReport, dict[str, Any]]:
+                route_weights: str | None = None, suppress: list[str] | tuple[str, ...] = (),
+                reproducibility: bool = False) -> tuple[AuditReport, dict[str, Any]]:
     """Run the audit and return the report object and its JSON form (schema npuport.audit/1)."""
     from npuport.roofline import get_chip
     from npuport.routes import weights
@@ -39,6 +40,38 @@ def audit_model(model: str | None = None, hf_config: str | None = None, entry: s
             raise NpuportError(f"no coverage data for torch_npu {torch_npu}", "one of " + ", ".join(coverage.available_versions()), torch_npu)
     parsed = parse_scenarios(scenarios)
     target = load_target(model, hf_config, entry, dtype, attn)
+    if suppress:
+        from npuport.rules import suppress as _suppress
+
+        _suppress([], list(suppress))  # reject a malformed pattern before the audit runs
     report = run_audit(target, parsed, chip=chip, torch_npu=torch_npu, progress=progress,
-                       route_preset=route_preset, route_weights=route_weights)
+                       route_preset=route_preset, route_weights=route_weights, reproducibility=reproducibility)
+    if suppress:
+        apply_suppressions(report, list(suppress))
     return report, audit_to_json(report)
+
+
+def apply_suppressions(report: AuditReport, patterns: list[str]) -> None:
+    """Drop findings and source diagnostics whose id matches (NPB001, NPS010-NPS019, NPB0*); note how many."""
+    from npuport.rules import suppress
+
+    ex = report.extras
+    before = len(ex.get("finding_objects", [])) + len(getattr(ex.get("scan_object"), "diagnostics", []))
+    if "finding_objects" in ex:
+        ex["finding_objects"] = suppress(ex["finding_objects"], patterns)
+    if "scan_object" in ex:
+        ex["scan_object"].diagnostics = suppress(ex["scan_object"].diagnostics, patterns)
+    after = len(ex.get("finding_objects", [])) + len(getattr(ex.get("scan_object"), "diagnostics", []))
+    if before != after:
+        report.notes.append(f"{before - after} finding(s) suppressed by {', '.join(patterns)}")
+
+
+def static_scan(model: str, suppress: list[str] | tuple[str, ...] = ()):  # -> ScanReport
+    """Only the CUDA-API source scan of model.py and the local modules it imports (never executed)."""
+    from npuport.rules import suppress as _suppress
+    from npuport.rules.source_scan import scan
+
+    report = scan(model.split(":")[0] if ":" in model and not model.endswith(".py") else model)
+    if suppress:
+        report.diagnostics = _suppress(report.diagnostics, list(suppress))
+    return report

@@ -124,6 +124,7 @@ def run_audit(
     progress: Progress | None = None,
     route_preset: str = "default",
     route_weights: str | None = None,
+    reproducibility: bool = False,
 ) -> AuditReport:
     target = get_chip(chip)
     notes: list[str] = []
@@ -166,6 +167,9 @@ def run_audit(
         _attach_coverage_if_available(report, torch_npu)
         timings["coverage_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    attach_findings(report, reproducibility)
+    timings["rules_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     attach_fusions(report, route_preset, route_weights)
     timings["fusion_s"] = time.perf_counter() - t0
     return report
@@ -183,6 +187,29 @@ def _attach_coverage_if_available(report: AuditReport, torch_npu: str | None) ->
     from npuport.audit_coverage import attach_coverage
 
     attach_coverage(report, torch_npu)
+
+
+def attach_findings(report: AuditReport, reproducibility: bool = False) -> None:
+    """Behaviour rules over the recorded calls (NPU targets) and the CUDA-API source scan of the model's files."""
+    chip = report.inventory.chip
+    if chip.family == "npu":
+        from npuport.rules import evaluate
+
+        # each recorded call's share of its scenario, as the inventory costs it (a native composite's time is
+        # spread over the CPU-traced calls it stands for)
+        shares: dict[int, float] = {}
+        for name, trace in report.traces.items():
+            total = report.inventory.totals[name].time_s or 1.0
+            for rc in report.inventory.calls[name]:
+                for i in rc.indices:
+                    shares[id(trace.calls[i])] = rc.time_s / total / len(rc.indices)
+        findings = evaluate(report.traces, chip=chip.name, torch_npu=report.torch_npu,
+                            time_share=lambda call: shares.get(id(call), 0.0), reproducibility=reproducibility)
+        report.extras["finding_objects"] = findings
+    if report.model.source_files:
+        from npuport.rules.source_scan import scan
+
+        report.extras["scan_object"] = scan(report.model.source_files[0])
 
 
 def attach_fusions(report: AuditReport, preset: str = "default", overrides: str | None = None) -> None:

@@ -53,17 +53,19 @@ def attach_coverage(report: AuditReport, version: str | None) -> None:
             with_fallback[v] = bad
         elif earliest is None:
             earliest = v
+    switch = coverage.load(version).fallback_error_env  # None before the release that introduced it
     report.extras["coverage_by_op"] = by_op
     report.extras["coverage"] = {
         "version": version,
         "by_status": dict(sorted(summary.items())),
         "cpu_fallback": fallback,
-        "fallback_error_env": coverage.FALLBACK_ERROR_ENV,
+        "fallback_error_env": switch,
         "earliest_without_fallback": earliest,
         "releases_with_fallback": with_fallback,
         "checked_versions": coverage.available_versions(),
     }
     if fallback:
         names = ", ".join(f["op"] for f in fallback[:5])
-        report.notes.append(f"{len(fallback)} op(s) leave the NPU on torch_npu {version}: {names}; set "
-                            f"{coverage.FALLBACK_ERROR_ENV}=1 to make a CPU fallback an error")
+        how = (f"set {switch}=1 to make a CPU fallback an error" if switch else
+               f"torch_npu {version} has no switch to make a CPU fallback an error (it only warns)")
+        report.notes.append(f"{len(fallback)} op(s) leave the NPU on torch_npu {version}: {names}; {how}")

@@ -41,6 +41,7 @@ class ReportedCall:
     index: int
     children: tuple[str, ...] = ()  # the CPU-traced aten ops this native composite stands for
     time_s: float = 0.0
+    indices: tuple[int, ...] = ()  # trace indices of the recorded calls this reported call covers
     bound: Bound = "none"
 
 
@@ -67,7 +68,7 @@ def reported_calls(trace: Trace, native_composites: frozenset[str]) -> list[Repo
         kind = "view" if base_name(call.op) in no_traffic else call.kind
         out.append(
             ReportedCall(call.op, kind, call.phase, call.module, call.module_type, call.source, call.api,
-                         call.inputs, call.outputs, call_cost(call), call.index)
+                         call.inputs, call.outputs, call_cost(call), call.index, indices=(call.index,))
         )
     for key, children in groups.items():
         frame = trace.frames[key[0]]
@@ -85,7 +86,8 @@ def _frame_call(frame: ApiFrame, phase: str, children: list[OpCall]) -> Reported
         inputs, outputs = frame.inputs, frame.outputs
         module, module_type, source = frame.module, frame.module_type, frame.source
     return ReportedCall(frame.op, "compute", phase, module, module_type, source, frame.api, inputs, outputs, cost,
-                        children[0].index, tuple(c.op for c in children if c.kind == "compute"))
+                        children[0].index, tuple(c.op for c in children if c.kind == "compute"),
+                        indices=tuple(c.index for c in children))
 
 
 def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:

@@ -9,6 +9,7 @@ model.py convention (docs/model-files.md):
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import json
@@ -66,6 +67,20 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}{where_in_user_code(exc)}"
 
 
+_NPU_STAND_IN = contextlib.ExitStack()
+atexit.register(_NPU_STAND_IN.close)  # undo the stand-in before interpreter teardown
+
+
+def _ensure_torch_npu_importable(source: str) -> None:
+    """Already-migrated code imports torch_npu: give it the real one, or a stand-in with the npu:: ops' schemas and
+    meta kernels (npuport.coverage.npu_ops), kept for the rest of the process so forward can call them."""
+    if "torch_npu" not in source or "torch_npu" in sys.modules:
+        return
+    from npuport.coverage.npu_ops import fake_torch_npu
+
+    _NPU_STAND_IN.enter_context(fake_torch_npu())
+
+
 def _import_file(path: Path) -> ModuleType:
     if not path.exists():
         raise NpuportError(f"model file {path} not found", "a path to an existing Python file", str(path))
@@ -78,6 +93,7 @@ def _import_file(path: Path) -> ModuleType:
         raise NpuportError(f"{path} has a syntax error at line {exc.lineno}", "valid Python", exc.msg) from None
     except UnicodeDecodeError as exc:
         raise NpuportError(f"{path} is not UTF-8 text", "a Python source file", str(exc)) from None
+    _ensure_torch_npu_importable(source)
     name = f"npuport_user_model_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None

@@ -100,6 +100,7 @@ def score_fusion(row: Mapping[str, Any], unfused_s: float, fused_s: float, w: Ma
     _, _, routes = load_routes()
     rejected = {r["kind"]: r for r in row.get("rejected", [])}
     rep = row.get("replacement") or {}
+    fits = {rep.get("kind")} | {x["kind"] for x in rep.get("also_fits", [])}
     cands = []
     ratio = fused_s / unfused_s if unfused_s > 0 else 1.0
     for r in routes.values():
@@ -113,7 +114,7 @@ def score_fusion(row: Mapping[str, Any], unfused_s: float, fused_s: float, w: Ma
             kind = {"torch_npu_fused": "torch_npu", "npuport_kernel": "npuport_kernel"}.get(r.id)
             if kind is None:
                 cov, cov_why = 7.0, "write once for the recorded shapes (judgement)"
-            elif rep.get("kind") == kind or (kind == "torch_npu" and rep.get("kind") == "native"):
+            elif kind in fits or (kind == "torch_npu" and "native" in fits):
                 cov, cov_why = 10.0, "constraints hold for every recorded match"
             elif kind in rejected:
                 cov, cov_why = 0.0, "; ".join(rejected[kind]["reasons"])

@@ -21,7 +21,8 @@ def test_fallback_is_reported_with_cost_and_switch():
     assert "aten::isin.Tensor_Tensor" in fb
     assert fb["aten::isin.Tensor_Tensor"]["bytes_crossing_host"] > 0
     assert fb["aten::isin.Tensor_Tensor"]["estimated_transfer_s"] > 0
-    assert cov["fallback_error_env"] == coverage.FALLBACK_ERROR_ENV
+    assert cov["fallback_error_env"] is None  # the switch exists only from torch_npu 2.13.0
+    assert any("no switch" in n for n in data["notes"])
     assert "2.3.1" in cov["releases_with_fallback"]
     assert cov["earliest_without_fallback"] is not None and cov["earliest_without_fallback"] != "2.3.1"
     isin = next(o for o in data["ops"] if o["op"] == "aten::isin.Tensor_Tensor")

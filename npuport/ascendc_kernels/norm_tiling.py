@@ -26,6 +26,7 @@ NormKind = Literal["rms_norm", "add_rms_norm", "layer_norm"]
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 UB_RESERVE_BYTES = 8 * 1024  # left to the runtime (an assumption, not a chip fact); budget = ub_size - this
 MAX_BLOCK_COUNT = 4095  # DataCopyExtParams.blockCount limit: rows moved in one DataCopyPad
+MAX_REPEAT = 255  # vector repeatTimes limit: per-tile row loops stay within one repeat count
 BUFFER_NUM = 2  # double buffering of every CopyIn / CopyOut queue
 
 
@@ -88,7 +89,8 @@ def _plan(kind: NormKind, rpt: int, cols: int, in_b: int, g_b: int, has_beta: bo
     n_out = {"rms_norm": 1, "add_rms_norm": 2, "layer_norm": 2 if has_res else 1}[kind]
     n_stat = 2 if kind == "layer_norm" else 1
     f32_per_repeat = repeat_bytes // 4
-    work_elems = align_up(ceil_div(cols, f32_per_repeat), block // 4)
+    # ReduceSum scratch, and at least two blocks: Rsqrt1 in norm_common.h uses work[0:16]
+    work_elems = max(align_up(ceil_div(cols, f32_per_repeat), block // 4), 2 * block // 4)
     bufs = [UbBuffer(f"in{i}", rpt * cols * in_b, BUFFER_NUM) for i in range(n_in)]
     bufs += [UbBuffer(f"out{i}", rpt * cols * in_b, BUFFER_NUM) for i in range(n_out)]
     bufs += [UbBuffer(f"stat{i}", align_up(rpt * 4, block), BUFFER_NUM) for i in range(n_stat)]
@@ -127,7 +129,7 @@ def plan_norm(kind: NormKind, rows: int, h: int, dtype: str, chip: ChipProfile, 
 
     rpt = 0
     if force_col_tile is None:
-        cap = min(rows_core_max, MAX_BLOCK_COUNT, max_rows_per_tile or MAX_BLOCK_COUNT)
+        cap = min(rows_core_max, MAX_BLOCK_COUNT, MAX_REPEAT, max_rows_per_tile or MAX_REPEAT)
         lo, hi = 0, cap
         while lo < hi:  # the largest row count whose UB plan fits
             mid = (lo + hi + 1) // 2

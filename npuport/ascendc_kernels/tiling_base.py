@@ -134,12 +134,16 @@ def parse_c_struct(source: str | Path, name: str) -> list[tuple[str, str]]:
     consts.update(re.findall(r"constexpr\s+\w+\s+(\w+)\s*=\s*(\d+)\s*;", text))
     out: list[tuple[str, str]] = []
     for decl in filter(None, (d.strip() for d in body.group(1).split(";"))):
-        m = re.fullmatch(r"(\w+)\s+(\w+)\s*(?:\[\s*(\w+)\s*\])?", decl)
+        m = re.fullmatch(r"(\w+)\s+(\w+)\s*(?:\[([\w\s+*-]+)\])?", decl)
         if not m:
             raise NpuportError(f"cannot parse struct {name} member", "'<type> <name>[N]?;'", decl)
         ctype, field, size = m.groups()
         if size is not None:
-            ctype = f"{ctype}[{int(consts.get(size, size))}]"
+            expr = re.sub(r"[A-Za-z_]\w*", lambda t: consts.get(t.group(0), "?"), size)
+            if not re.fullmatch(r"[\d\s+*-]+", expr):
+                raise NpuportError(f"struct {name}.{field}: array size is not a known constant", "N or CONST + N",
+                                   size)
+            ctype = f"{ctype}[{eval(expr)}]"  # digits and + - * only, checked above
         out.append((field, ctype))
     return out
 
@@ -156,3 +160,8 @@ def c_layout_has_padding(c_fields: Iterable[tuple[str, str]]) -> bool:
             return True
         offset += size * count
     return offset % biggest != 0
+
+
+def dtype_name(t: Any) -> str:
+    """'float16' for torch.float16 (the dtype names the chip profile and constraints use)."""
+    return str(getattr(t, "dtype", t)).removeprefix("torch.")

@@ -33,12 +33,17 @@ _EXT = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "cs
 @click.option("--show-views", is_flag=True, help="Also list view / metadata ops in the text table.")
 @click.option("--preset", default="default", show_default=True, help="Route-scoring preset: default, fast-poc, long-term-training.")
 @click.option("--weights", metavar="DIM=W,...", help="Override route-scoring weights, e.g. performance=0.5,dev_time=0.1.")
+@click.option("--static-only", is_flag=True, help="Only scan the source for CUDA-specific APIs (AST, nothing executed).")
+@click.option("--suppress", "suppressions", multiple=True, metavar="ID[-ID]|PATTERN", help="Hide findings by id, range or wildcard (NPB001, NPS010-NPS019, NPB0*). Repeatable.")
+@click.option("--fail-on", "fail_on_level", type=click.Choice(["error", "warning", "info"]), help="Exit 1 when a finding at this level or above remains.")
+@click.option("--reproducibility", is_flag=True, help="Flag nondeterministic ops (for runs that must reproduce bit for bit).")
 @click.option("--quiet", is_flag=True, help="No progress messages on stderr.")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @handle_errors
 def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios: tuple[str, ...], chip: str,
           torch_npu: str | None, dtype: str | None, attn: str, fmt: str | None, output: str | None, force: bool,
-          top: int, show_views: bool, preset: str, weights: str | None, quiet: bool, debug: bool) -> None:
+          top: int, show_views: bool, preset: str, weights: str | None, static_only: bool, suppressions: tuple[str, ...],
+          fail_on_level: str | None, reproducibility: bool, quiet: bool, debug: bool) -> None:
     """Inventory every op MODEL runs, on fake tensors: module, source line, shapes per scenario, dtypes, FLOPs,
     bytes, roofline time share on the target chip, and hot / medium / cold class.
 
@@ -54,9 +59,13 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
         target = Path(output)
         if target.exists() and not force:
             raise NpuportError(f"{target} already exists", "a new output path, or --force to replace it", str(target))
+    if static_only:
+        _static(model, hf_config, fmt, output, force, suppressions, fail_on_level, inputs, quiet)
+        return
     report, data = audit_model(model=model, hf_config=hf_config, entry=entry, scenarios=list(scenarios), chip=chip,
                                torch_npu=torch_npu, dtype=dtype, attn=attn, progress=progress_printer(not quiet),
-                               route_preset=preset, route_weights=weights)
+                               route_preset=preset, route_weights=weights, suppress=suppressions,
+                               reproducibility=reproducibility)
     text = _render(data, fmt, top, show_views)
     if output:
         write_output(output, text, force, protected=inputs)
@@ -64,6 +73,40 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
             click.echo(f"npuport: wrote {fmt} report to {output}", err=True)
     else:
         sys.stdout.write(text)
+    items = list(report.extras.get("finding_objects", [])) + list(getattr(report.extras.get("scan_object"), "diagnostics", []))
+    _exit_on(items, fail_on_level)
+
+
+def _exit_on(items: list, level: str | None) -> None:
+    from npuport.rules import fail_on
+
+    if fail_on(items, level):
+        click.echo(f"npuport: findings at level {level} or above remain (--fail-on {level})", err=True)
+        raise click.exceptions.Exit(1)
+
+
+def _static(model: str | None, hf_config: str | None, fmt: str, output: str | None, force: bool,
+            suppressions: tuple[str, ...], level: str | None, inputs: list[Path], quiet: bool) -> None:
+    from npuport.api import static_scan
+
+    if model is None:
+        raise NpuportError("--static-only scans source files", "a model.py (not --hf)", f"--hf {hf_config}")
+    rep = static_scan(model, suppressions)
+    if fmt == "json":
+        text = json.dumps(rep.to_json(), indent=1) + "\n"
+    elif fmt == "text":
+        from npuport.report.audit_sections import render_scan
+
+        console = Console(record=True, width=200, file=open("/dev/null", "w"))
+        render_scan({"source_scan": rep.to_json()}, console)
+        text = console.export_text()
+    else:
+        raise NpuportError(f"--static-only writes text or json", "--format text or json", fmt)
+    if output:
+        write_output(output, text, force, protected=inputs)
+    else:
+        sys.stdout.write(text)
+    _exit_on(list(rep.diagnostics), level)
 
 
 def _render(data: dict, fmt: str, top: int, show_views: bool) -> str:

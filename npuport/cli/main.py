@@ -15,7 +15,13 @@ def cli() -> None:
     """npuport: move PyTorch LLMs from CUDA to Ascend NPU knowing what changes.
 
     \b
-    audit     the operator inventory: every op, shapes, FLOPs, bytes, roofline time, class
+    audit     the operator inventory: every op, shapes, FLOPs, bytes, roofline time, class,
+              coverage on torch_npu, behaviour differences, CUDA-only source, fusion advice
+    coverage  what a torch_npu release implements, per aten overload
+    migrate   the mechanical CUDA -> NPU source changes, as a diff (--write applies it)
+    kernels   npuport's Ascend C kernels: list, build (needs CANN), test (schedule reference on CPU)
+    parity    numerical parity of the same model on two devices, first divergence located
+    bench     the hot ops benchmarked with their recorded shapes
     """
 
 

@@ -69,18 +69,26 @@ def _facts(m: Match, chip: str, torch_npu: str | None) -> Facts:
         x = m.output.outputs[0]  # the rotated tensor itself (the anchor only sees half of it)
     head_dim = x.shape[-1] if x is not None and x.shape else None
     rank = len(x.shape) if x is not None else None
-    return Facts(dtype=dtype, chip=chip, torch_npu=torch_npu, rank=rank, head_dim=head_dim if m.pattern.id.startswith("rope") else None)
+    hidden = x.shape[-1] if "norm" in m.pattern.id and x is not None and x.shape else None
+    return Facts(dtype=dtype, chip=chip, torch_npu=torch_npu, rank=rank,
+                 head_dim=head_dim if m.pattern.id.startswith("rope") else None, hidden=hidden)
 
 
 def _choose(data: FusionData, rep_ids: tuple[str, ...], facts: Facts) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    rejected = []
+    """The first replacement that fits, and every one that does not with its reasons. Replacements after the
+    chosen one are still checked (as `fits`) so route scoring knows every option's coverage."""
+    rejected: list[dict[str, Any]] = []
+    chosen = None
     for rid in rep_ids:
         rep = data.replacements[rid]
         bad = violations(rep, facts)
-        if not bad:
-            return {"id": rid, "kind": rep.kind, "op": rep.op, "call": rep.call, "source": rep.source}, rejected
-        rejected.append({"id": rid, "op": rep.op, "kind": rep.kind, "reasons": bad})
-    return None, rejected
+        if not bad and chosen is None:
+            chosen = {"id": rid, "kind": rep.kind, "op": rep.op, "call": rep.call, "source": rep.source, "also_fits": []}
+        elif not bad:
+            chosen["also_fits"].append({"id": rid, "kind": rep.kind, "op": rep.op})
+        else:
+            rejected.append({"id": rid, "op": rep.op, "kind": rep.kind, "reasons": bad})
+    return chosen, rejected
 
 
 def _sdpa_facts(frame: ApiFrame, chip: str, torch_npu: str | None) -> Facts:

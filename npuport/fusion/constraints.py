@@ -21,6 +21,7 @@ class Facts:
     kv_heads: int | None = None
     batch: int | None = None
     mask: str | None = None  # none | bool | float
+    hidden: int | None = None  # normalized size for norm kernels
 
 
 def _custom_op_exists(op: str, version: str | None) -> bool | None:
@@ -41,11 +42,10 @@ def _kernel_violations(kernel: str, f: Facts) -> list[str] | None:
         return None
     if kernel not in registry.KERNELS:
         return [f"npuport kernel {kernel!r} is not in the registry"]
-    shape: dict[str, Any] = {k: v for k, v in (("head_dim", f.head_dim), ("heads", f.heads), ("kv_heads", f.kv_heads), ("mask", f.mask)) if v is not None}
-    try:
-        return list(registry.check_constraints(kernel, dtype=f.dtype, chip=f.chip, **shape))
-    except TypeError:
-        return list(registry.check_constraints(kernel, dtype=f.dtype, chip=f.chip))
+    mask = {"float": "additive"}.get(f.mask or "", f.mask)
+    shape: dict[str, Any] = {k: v for k, v in (("head_dim", f.head_dim), ("heads_q", f.heads), ("heads_kv", f.kv_heads),
+                                               ("mask", mask), ("hidden", f.hidden)) if v is not None}
+    return list(registry.check_constraints(kernel, dtype=f.dtype, chip=f.chip, **shape))
 
 
 def violations(rep: Replacement, f: Facts) -> list[str]:

@@ -115,7 +115,11 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
         "assumptions": report.assumptions,
         "notes": report.notes,
     }
-    for key in ("coverage", "findings", "source_scan", "fusions", "routes", "route_weights"):
+    if "finding_objects" in extras:
+        data["findings"] = [f.to_json() for f in extras["finding_objects"]]
+    if "scan_object" in extras:
+        data["source_scan"] = extras["scan_object"].to_json()
+    for key in ("coverage", "fusions", "routes", "route_weights"):
         if key in extras:
             data[key] = extras[key]
     return data

@@ -55,10 +55,51 @@ def render_fallbacks(data: dict[str, Any], console: Console) -> None:
     cov = data.get("coverage")
     if not cov or not cov.get("cpu_fallback"):
         return
-    t = Table(title=f"Ops that leave the NPU on torch_npu {cov['version']} (set {cov['fallback_error_env']}=1 to make this an error)", header_style="bold")
+    switch = f"set {cov['fallback_error_env']}=1 to make this an error" if cov.get("fallback_error_env") else "this release has no switch to make it an error"
+    t = Table(title=f"Ops that leave the NPU on torch_npu {cov['version']} ({switch})", header_style="bold")
     for col in ("op", "status", "calls", "where", "bytes host<->device", "transfer estimate"):
         t.add_column(col)
     for f in cov["cpu_fallback"]:
         where = (f["modules"][0] if f["modules"] else "") + (f" @ {short_source(f['sources'][0])}" if f["sources"] else "")
         add_row(t, f["op"], f["status"], str(f["calls"]), where, fmt_si(f["bytes_crossing_host"], "B"), fmt_time(f["estimated_transfer_s"]))
     console.print(t)
+
+
+_LEVEL_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def render_findings(data: dict[str, Any], console: Console, limit: int = 25) -> None:
+    findings = data.get("findings")
+    if findings is None:
+        return
+    t = Table(title=f"Behaviour differences on {data['chip']} ({len(findings)} findings)", header_style="bold")
+    for col in ("id", "level", "impact", "title", "calls", "share", "where", "fix"):
+        t.add_column(col)
+    from rich.text import Text
+
+    from npuport.report.fmt import fmt_share
+
+    for f in findings[:limit]:
+        ev = f["evidence"][0] if f["evidence"] else {}
+        where = (ev.get("module") or "(root)") + (f" @ {short_source(ev['source'])}" if ev.get("source") else "") if ev else ""
+        share = fmt_share(f["time_share"]) if f.get("time_share") is not None else ""
+        add_row(t, f["id"], Text(f["level"], style=_LEVEL_STYLE.get(f["level"], "")), f["impact"], f["title"], str(f["calls"]), share, where, f["fix"])
+    console.print(t)
+    if len(findings) > limit:
+        console.print(f"  {len(findings) - limit} more findings in --format json")
+
+
+def render_scan(data: dict[str, Any], console: Console, limit: int = 25) -> None:
+    scan = data.get("source_scan")
+    if not scan:
+        return
+    s = scan["summary"]
+    t = Table(title="CUDA-specific source references (static scan, nothing executed)", header_style="bold")
+    for col in ("id", "location", "message", "NPU equivalent", "transfer_to_npu"):
+        t.add_column(col)
+    for d in scan["diagnostics"][:limit]:
+        add_row(t, d["id"], f"{short_source(d['file'])}:{d['line']}:{d['col']}", d["message"], d["npu_equivalent"], "auto" if d["auto"] else "manual")
+    if scan["diagnostics"]:
+        console.print(t)
+    console.print(f"  {s['found']} CUDA reference(s) in {s['files']} file(s): {s['handled_automatically']} handled automatically by "
+                  f"transfer_to_npu ({s['automatic_percent']}%), {s['manual']} need a manual change, {s['migratable']} rewritten by `npuport migrate`")

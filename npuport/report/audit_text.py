@@ -109,9 +109,11 @@ def render_text(data: dict[str, Any], console: Console, top: int = 30, show_view
     for chip in chips:
         add_row(ct, Text(chip, style="bold" if chip == data["chip"] else ""), *[fmt_time(s["estimated_time_s_by_chip"][chip]) for s in data["scenarios"]])
     console.print(ct)
-    from npuport.report.audit_sections import render_fallbacks, render_fusions, render_routes
+    from npuport.report.audit_sections import render_fallbacks, render_findings, render_fusions, render_routes, render_scan
 
     render_fallbacks(data, console)
+    render_findings(data, console)
+    render_scan(data, console)
     render_fusions(data, console)
     render_routes(data, console)
     for note in data["notes"]:

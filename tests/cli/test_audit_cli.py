@@ -90,3 +90,33 @@ def test_help_and_version():
     assert run("--help").exit_code == 0
     res = run("--version")
     assert res.exit_code == 0 and "npuport" in res.output
+
+
+SCAN = Path(__file__).resolve().parent.parent / "fixtures" / "source_scan"
+GPT = Path(__file__).resolve().parent.parent.parent / "examples" / "gpt" / "model.py"
+
+
+def test_findings_fail_on_and_suppress():
+    res = run("audit", str(GPT), "--quiet", "--scenario", "train:seq=64", "--format", "json", "--fail-on", "warning")
+    assert res.exit_code == 1
+    data = json.loads(res.stdout if hasattr(res, "stdout") else res.output.split("\nnpuport:")[0])
+    ids = {f["id"] for f in data["findings"]}
+    assert "NPB016" in ids  # exact GELU becomes tanh GELU on NPU
+    warn = sorted(f["id"] for f in data["findings"] if f["level"] in ("warning", "error"))
+    res = run("audit", str(GPT), "--quiet", "--scenario", "train:seq=64", "--format", "json", "--fail-on", "warning",
+              *[a for w in warn for a in ("--suppress", w)])
+    assert res.exit_code == 0, res.output
+    res = run("audit", str(GPT), "--quiet", "--scenario", "prefill:seq=8", "--suppress", "NPB9x-")
+    assert res.exit_code == 2
+
+
+def test_static_only_scans_without_executing(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import torch\nraise SystemExit('never run')\nx = torch.zeros(2).cuda()\n")
+    res = run("audit", str(src), "--static-only", "--format", "json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout if hasattr(res, "stdout") else res.output)
+    assert data["schema"] == "npuport.source_scan/1"
+    assert any(d["line"] == 3 for d in data["diagnostics"])
+    res = run("audit", str(src), "--static-only", "--fail-on", "info")
+    assert res.exit_code == 1

@@ -181,7 +181,18 @@ def test_chip_without_the_fused_op_switches_the_recommendation():
     assert adv and adv[0].rejected[0]["id"] == "npu_add_rms_norm"
     assert "not available on Ascend910A" in adv[0].rejected[0]["reasons"][0]
     pytest.importorskip("npuport.ascendc_kernels.registry")
-    assert adv[0].replacement is not None and adv[0].replacement["kind"] == "npuport_kernel"
+    # npuport's kernels are built for dav-c220 (910B) only, so on 910A nothing fits, and the report says why
+    assert adv[0].status == "no-replacement"
+    assert any("Ascend910A" in r for x in adv[0].rejected[1:] for r in x["reasons"])
+
+
+def test_float_mask_switches_attention_to_our_kernel():
+    pytest.importorskip("npuport.ascendc_kernels.registry")
+    f = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)  # noqa: E731
+    shapes = [(1, 4, 16, 64), (1, 4, 16, 64), (1, 4, 16, 64), (1, 1, 16, 16)]
+    adv = [a for a in run(f, shapes) if a.pattern == "sdpa"]
+    assert adv[0].status == "proposed"
+    assert adv[0].replacement["kind"] == "npuport_kernel" and adv[0].replacement["op"] == "npuport::flash_attention"
 
 
 # Expected per forward pass, derived by hand from each architecture (L layers):

@@ -1,0 +1,14 @@
+"""rms_norm tiling: the shared row-norm plan (norm_tiling.py) with this op's buffer set."""
+
+from __future__ import annotations
+
+import torch
+
+from npuport.ascendc_kernels.norm_tiling import NormTiling, plan_norm
+from npuport.ascendc_kernels.tiling_base import dtype_name
+from npuport.roofline import ChipProfile
+
+
+def rms_norm_tiling(x: torch.Tensor, gamma: torch.Tensor, eps: float, chip: ChipProfile, **kw: object) -> NormTiling:
+    h = x.shape[-1]
+    return plan_norm("rms_norm", x.numel() // h, h, dtype_name(x), chip, gamma_dtype=dtype_name(gamma), eps=eps, **kw)  # type: ignore[arg-type]

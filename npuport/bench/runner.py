@@ -1,0 +1,291 @@
+"""`bench`: the library function behind `npuport bench` (the CLI only parses, calls this, renders).
+
+source (model.py / --hf config, audited now; or an audit JSON) -> cases -> harness on the device -> end-to-end
+step -> repro scripts -> one `BenchReport`.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from npuport.bench import device as dev
+from npuport.bench.cases import BenchCase, Skipped, cases_from_report
+from npuport.bench.endtoend import EndToEnd, time_step
+from npuport.bench.harness import BenchOptions, CaseResult, bench_case
+from npuport.bench.timer import Clock
+from npuport.errors import NpuportError
+
+Progress = Callable[[str], None]
+NOISY_SPREAD = 0.25
+
+
+@dataclass
+class BenchReport:
+    model: dict[str, Any]
+    scenario: str
+    device: str
+    device_name: str
+    chip: str | None
+    clock: str
+    options: BenchOptions
+    results: list[CaseResult]
+    skipped: list[Skipped]
+    e2e: EndToEnd | None = None
+    clock_state: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    emitted: list[str] = field(default_factory=list)
+
+    @property
+    def kernel_path_failures(self) -> list[CaseResult]:
+        return [r for r in self.results if r.kernel_check is not None and not r.kernel_check]
+
+
+def _load_json(path: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise NpuportError(f"audit JSON {p} not found", "a file written by npuport audit --format json", str(p))
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise NpuportError(f"{p} is not valid JSON", "a file written by npuport audit --format json", str(exc)) from None
+
+
+def _loader_from_origin(data: dict[str, Any], dtype: str | None, attn: str) -> Callable[[], Any] | None:
+    from npuport.api import load_target
+
+    origin = (data.get("model") or {}).get("origin") or ""
+    if not origin or not Path(origin.split(":")[0]).is_file():
+        return None
+    if origin.endswith(".json"):
+        return lambda: load_target(hf_config=origin, dtype=dtype, attn=attn, fake=False)
+    return lambda: load_target(model=origin, fake=False)
+
+
+def run_bench(
+    model: str | None = None, hf_config: str | None = None, entry: str | None = None, audit_json: str | None = None,
+    scenario: str | None = None, top: int | None = None, shapes: int = 3, device: str = "auto", chip: str | None = None,
+    dtype: str | None = None, attn: str = "sdpa", options: BenchOptions | None = None, e2e: bool = True,
+    e2e_ops: str = "all", emit: str | None = None, pin_cpu: int | None = None, progress: Progress | None = None,
+    clock: Clock | None = None,
+) -> BenchReport:
+    """Benchmark the audit's hot ops (or the `top` costliest) of one scenario on `device`."""
+    from npuport.roofline import get_chip
+
+    opts = options or BenchOptions()
+    say = progress or (lambda _m: None)
+    if sum(x is not None for x in (model, hf_config, audit_json)) != 1:
+        raise NpuportError("give exactly one source", "MODEL (a model.py), --hf CONFIG.json or --from AUDIT.json",
+                           f"MODEL={model!r}, --hf={hf_config!r}, --from={audit_json!r}")
+    if e2e_ops not in ("all", "benched"):
+        raise NpuportError(f"unknown --e2e-ops {e2e_ops!r}", "all or benched", e2e_ops)
+    where = dev.resolve(device)
+    chip_name = chip or dev.chip_for(where)
+    profile = get_chip(chip_name) if chip_name else None
+    clock = clock or dev.clock_for(where)
+    sync = (lambda: dev.synchronize(where)) if dev.kind_of(where) != "cpu" else None
+    notes: list[str] = []
+    if profile is None:
+        notes.append("no chip profile for this device (pass --chip): achieved rates are shown without roofline attainment")
+    if clock.kind == "host-monotonic":
+        notes.append("cpu: no device events; each repetition is timed with a monotonic clock (cpu kernels run synchronously)")
+    if opts.compile is None:
+        from dataclasses import replace
+
+        opts = replace(opts, compile=dev.kind_of(where) != "cpu")
+        if not opts.compile:
+            notes.append("torch.compile candidate off on cpu by default (inductor builds C++ per op); ask with --candidates eager,compile,alt")
+
+    all_cases: list[BenchCase] | None = None
+    if audit_json:
+        from npuport.bench.from_json import cases_from_json
+
+        data = _load_json(audit_json)
+        sc_name, cases, skipped = cases_from_json(data, scenario.split(":")[0] if scenario else None, top, shapes)
+        model_info = dict(data.get("model") or {}, audit_chip=data.get("chip"), source=str(audit_json))
+        loader = _loader_from_origin(data, dtype or (data.get("model") or {}).get("dtype"), attn)
+        from npuport.scenarios import parse_scenarios
+
+        sc_obj = next((parse_scenarios([f"{s['kind']}:batch={s['batch']},seq={s['seq']}" + (f",past={s['past']}" if s.get("past") else "")])[0]
+                       for s in data["scenarios"] if s["name"] == sc_name), None)
+        if e2e:
+            _, all_cases, _ = cases_from_json(data, sc_name, top=0, shapes=10**6)
+            total_calls = sum(o["scenarios"][sc_name]["calls"] for o in data["ops"] if o.get("kind") == "compute" and sc_name in o["scenarios"])
+            total_est = next(s["estimated_time_s"] for s in data["scenarios"] if s["name"] == sc_name)
+    else:
+        from npuport.api import load_target
+
+        say("auditing the model on fake tensors")
+        report = audit_for_bench(model, hf_config, entry, scenario or "prefill", chip_name or "H200", dtype, attn, say)
+        sc_obj = report.scenarios[0]
+        sc_name = sc_obj.name
+        cases, skipped = cases_from_report(report, sc_name, top, shapes)
+        m = report.model
+        model_info = {"name": m.name, "origin": m.origin, "parameters": m.parameters, "dtype": m.dtype,
+                      "audit_chip": report.inventory.chip.name, "source": "audited now"}
+        loader = lambda: load_target(model, hf_config, entry, dtype, attn, fake=False)  # noqa: E731
+        notes.extend(report.notes)
+        if e2e:
+            all_cases, _ = cases_from_report(report, sc_name, every_op=True)
+            total_calls = sum(1 for c in report.inventory.calls[sc_name] if c.kind == "compute")
+            total_est = report.inventory.totals[sc_name].time_s
+    if not cases:
+        raise NpuportError("nothing to benchmark", "a scenario with hot ops (or --top N)", f"{len(skipped)} case(s) could not be rebuilt")
+
+    memory_cap = int(dev.free_memory(where) * opts.memory_fraction)
+    if dev.kind_of(where) == "cpu":
+        memory_cap = min(memory_cap, 4 << 30)
+    rep = BenchReport(model_info, sc_name, where, dev.device_name(where), chip_name, clock.kind, opts, [], skipped, notes=notes)
+    rep.clock_state["before"] = dev.clock_state(where)
+    with dev.pinned(pin_cpu), dev.ClockSampler(where) as sampler:
+        for i, case in enumerate(cases, 1):
+            say(f"[{i}/{len(cases)}] {case.label} x{case.calls}")
+            rep.results.append(_safe_case(case, where, clock, opts, profile, memory_cap, sync))
+        if e2e:
+            rep.e2e = _end_to_end(rep, all_cases or [], loader if sc_obj is not None else None, sc_obj, where, clock,
+                                  opts, profile, memory_cap, sync, e2e_ops, total_calls, total_est, say)
+    rep.clock_state["after"] = dev.clock_state(where)
+    rep.clock_state["under_load"] = sampler.summary()
+    _collect_warnings(rep)
+    if emit:
+        from npuport.bench.emit import emit_scripts
+
+        context = f"Model {model_info.get('name')} ({model_info.get('origin')}), scenario {sc_name}."
+        rows = [(r.case, f"median {r.median_s * 1e3:.4f} ms on {rep.device_name}" if r.median_s else "") for r in rep.results if r.error is None]
+        rep.emitted = [str(p) for p in emit_scripts(rows, emit, context)]
+    return rep
+
+
+@dataclass
+class BenchAudit:
+    """The part of an audit bench needs: traces and the inventory (no coverage, rules or fusion advice)."""
+
+    model: Any
+    scenarios: list[Any]
+    traces: dict[str, Any]
+    inventory: Any
+    notes: list[str]
+
+
+def audit_for_bench(model: str | None, hf_config: str | None, entry: str | None, scenario: str, chip: str,
+                    dtype: str | None, attn: str, say: Progress) -> BenchAudit:
+    """Trace one scenario on fake tensors and cost it on `chip`: the audit's first two stages, the same
+    functions `run_audit` calls, without the later stages (a benchmark needs only the recorded calls)."""
+    from npuport.api import load_target
+    from npuport.audit import native_composites_for, trace_scenario
+    from npuport.inventory import build_inventory
+    from npuport.roofline import get_chip, load_chips
+    from npuport.scenarios import fit_to_context, parse_scenarios
+
+    parsed = parse_scenarios([scenario])
+    if len(parsed) != 1:
+        raise NpuportError("bench takes one scenario", "--scenario prefill (or train / decode, with :batch=N,seq=N,past=N)", scenario)
+    target = load_target(model, hf_config, entry, dtype, attn)
+    sc, note = fit_to_context(parsed[0], target.max_positions)
+    notes = [note] if note else []
+    say(f"tracing {sc.describe()}")
+    trace = trace_scenario(target, sc)
+    if trace is None:
+        raise NpuportError(f"the model does not run the {sc.name} scenario", "example_inputs(scenario) to return inputs", "None")
+    profile = get_chip(chip)
+    composites, cnote = native_composites_for(profile.family, None)
+    if cnote:
+        notes.append(cnote)
+    inventory = build_inventory({sc.name: trace}, profile, composites, load_chips())
+    return BenchAudit(target, [sc], {sc.name: trace}, inventory, notes)
+
+
+def _safe_case(case: BenchCase, where: str, clock: Clock, opts: BenchOptions, profile: Any, memory_cap: int,
+               sync: Callable[[], None] | None, eager_only: bool = False) -> CaseResult:
+    """One case; a failure of this case (out of memory, a backend error) is reported and the run goes on."""
+    try:
+        return bench_case(case, where, clock, opts, profile, memory_cap, sync, eager_only)
+    except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
+        text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else ""
+        res = CaseResult(case, error=f"{type(exc).__name__}: {text}")
+        if dev.kind_of(where) == "cuda":
+            torch.cuda.empty_cache()
+        return res
+
+
+def _end_to_end(rep: BenchReport, all_cases: list[BenchCase], loader: Callable[[], Any] | None, sc: Any, where: str,
+                clock: Clock, opts: BenchOptions, profile: Any, memory_cap: int, sync: Callable[[], None] | None,
+                e2e_ops: str, total_calls: int, total_est: float, say: Progress) -> EndToEnd:
+    from dataclasses import replace
+
+    done = {(r.case.op, r.case.signature, tuple(s.dtype for s in r.case.inputs)): r for r in rep.results if r.median_s}
+    quick = replace(opts, reps=min(opts.reps, 20), budget_s=min(opts.budget_s, 0.1), warmup=min(opts.warmup, 3))
+    ops_sum, est_rest, measured_calls = 0.0, 0.0, 0
+    todo = [c for c in all_cases if (c.op, c.signature, tuple(s.dtype for s in c.inputs)) not in done]
+    covered = sum(r.case.estimated_s * r.case.calls for r in done.values())
+    for r in done.values():
+        ops_sum += r.median_s * r.case.calls
+        measured_calls += r.case.calls
+    if e2e_ops == "all" and todo:
+        say(f"end-to-end: timing the {len(todo)} other op shapes of the step (eager only)")
+    for c in todo:
+        r = _safe_case(c, where, clock, quick, profile, memory_cap, sync, eager_only=True) if e2e_ops == "all" else None
+        if r is not None and r.median_s:
+            ops_sum += r.median_s * c.calls
+            measured_calls += c.calls
+        else:
+            est_rest += c.estimated_s * c.calls
+        covered += c.estimated_s * c.calls
+    e = EndToEnd(None, ops_sum, est_rest, measured_calls, total_calls)
+    if total_est and covered < 0.999 * total_est:
+        e.notes.append(f"the rebuilt calls cover {covered / total_est:.0%} of the audit's estimated step time; the rest is left out of the sum")
+    if est_rest:
+        e.notes.append(f"{est_rest * 1e3:.3f} ms of the op sum is the audit's roofline estimate for calls that were not timed")
+    if loader is None:
+        e.error = "the model file is not available (pass MODEL or --hf together with --from)"
+        return e
+    say("end-to-end: building the model with random weights on the device and timing the whole step")
+    try:
+        e.step, e.kernel_time_s, e.kernels = time_step(loader, sc, where, clock, sync=sync)
+    except NpuportError as exc:
+        e.error = exc.render()
+    except (RuntimeError, ValueError, TypeError) as exc:
+        e.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:240] if str(exc).strip() else ''}"
+    finally:
+        if dev.kind_of(where) == "cuda":
+            torch.cuda.empty_cache()
+    return e
+
+
+def _collect_warnings(rep: BenchReport) -> None:
+    for r in rep.results:
+        if r.kernel_check is not None and r.kernel_check.verdict in ("warn", "fail", "unknown"):
+            rep.warnings.append(r.kernel_check.message)
+        m = r.eager
+        if m is not None and m.stats.spread > NOISY_SPREAD and m.stats.n >= 5:
+            rep.warnings.append(f"{r.case.label}: noisy timing (p10..p90 spread {m.stats.spread:.0%} of the median)")
+        if r.error:
+            rep.warnings.append(f"{r.case.label}: not timed: {r.error}")
+    for key in ("before", "after"):
+        state = rep.clock_state.get(key) or {}
+        util = state.get("utilization.gpu")
+        for w in dev.clock_warnings(state) if isinstance(util, float) and util >= 50 else []:
+            rep.warnings.append(f"clock {key} the run: {w}")
+    for w in (rep.clock_state.get("under_load") or {}).get("warnings", []):
+        rep.warnings.append(f"clock under load looks throttled: {w}")
+    if rep.e2e is not None and rep.e2e.flagged:
+        rep.warnings.append(rep.e2e.verdict())
+
+
+def environment() -> dict[str, str]:
+    env = {"torch": torch.__version__, "python": platform.python_version()}
+    if torch.version.cuda:
+        env["cuda"] = str(torch.version.cuda)
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return env

@@ -1,0 +1,106 @@
+"""`npuport coverage show|diff|list`: torch_npu coverage of aten overloads, from mappings/coverage/."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Callable
+
+import click
+
+from npuport.coverage import STATUSES, available_versions, default_version, load, resolve, resolve_all
+from npuport.coverage.diff import diff_versions
+from npuport.errors import NpuportError
+
+
+def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """NpuportError -> 'error: <one line>' on stderr and exit code 2 (no traceback)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except NpuportError as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise click.exceptions.Exit(2) from None
+
+    return wrapper
+
+
+_VERSION = click.option("--torch-npu", "version", default=None, metavar="VERSION",
+                        help="torch_npu release (default: the newest checked in)")
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+
+
+@click.group("coverage")
+def coverage() -> None:
+    """Which aten overloads each torch_npu release runs natively, decomposes, falls back to the CPU, or fails."""
+
+
+@coverage.command("show")
+@click.argument("op")
+@_VERSION
+@_FORMAT
+@_user_errors
+def show(op: str, version: str | None, fmt: str) -> None:
+    """Status of OP (aten::add.Tensor, aten::mm, npu::npu_rms_norm) across all checked-in releases."""
+    chosen = load(version).version
+    rows = [resolve(op, v) for v in available_versions()]
+    if fmt == "json":
+        click.echo(json.dumps([_as_dict(r) for r in rows], indent=2))
+        return
+    click.echo(f"{rows[0].op}")
+    click.echo(f"  {'torch_npu':<14}{'status':<22}{'paths':<22}risk")
+    for r in rows:
+        mark = "*" if r.version == chosen else " "
+        kind = f" ({r.composite_kind})" if r.composite_kind else ""
+        click.echo(f"{mark} {r.version:<14}{(r.status + kind):<22}{', '.join(r.paths) or '-':<22}{r.risk or ''}")
+    picked = next(r for r in rows if r.version == chosen)
+    click.echo(f"\n{chosen}: {picked.detail}")
+
+
+@coverage.command("diff")
+@click.argument("old")
+@click.argument("new")
+@_FORMAT
+@_user_errors
+def diff(old: str, new: str, fmt: str) -> None:
+    """Ops that start or stop running on the NPU, or otherwise change status, from OLD to NEW."""
+    result = diff_versions(load(old).version, load(new).version)
+    sections = {"added": result.added, "removed": result.removed, "changed": result.changed}
+    if fmt == "json":
+        click.echo(json.dumps({"old": old, "new": new, **{k: [
+            {"op": c.op, "before": _as_dict(c.before), "after": _as_dict(c.after)} for c in v
+        ] for k, v in sections.items()}}, indent=2))
+        return
+    click.echo(f"torch_npu {old} -> {new}: {len(result.added)} added, {len(result.removed)} removed, "
+               f"{len(result.changed)} changed")
+    for name, changes in sections.items():
+        if changes:
+            click.echo(f"\n{name}:")
+            for change in changes:
+                click.echo(f"  {change.describe()}")
+
+
+@coverage.command("list")
+@click.option("--status", type=click.Choice(STATUSES), required=True)
+@_VERSION
+@_FORMAT
+@_user_errors
+def list_ops(status: str, version: str | None, fmt: str) -> None:
+    """Every op of one release with the given status."""
+    chosen = version or default_version()
+    rows = [r for r in resolve_all(chosen).values() if r.status == status]
+    if fmt == "json":
+        click.echo(json.dumps({"torch_npu": load(chosen).version, "status": status,
+                               "ops": [_as_dict(r) for r in rows]}, indent=2))
+        return
+    for r in rows:
+        extra = ", ".join(r.paths) or (r.composite_kind or "")
+        click.echo(f"{r.op}" + (f"  [{extra}]" if extra else ""))
+    click.echo(f"# {len(rows)} ops {status} on torch_npu {load(chosen).version}", err=True)
+
+
+def _as_dict(r: Any) -> dict[str, Any]:
+    return {"op": r.op, "torch_npu": r.version, "status": r.status, "paths": list(r.paths), "risk": r.risk,
+            "composite_kind": r.composite_kind, "detail": r.detail}

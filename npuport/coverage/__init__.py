@@ -1,0 +1,36 @@
+"""Per-overload coverage of torch_npu releases: which aten ops run natively, decompose, fall back to the CPU or fail.
+
+Data: mappings/coverage/torch_npu-<version>.yaml, generated from the real wheels by
+scripts/sync_torch_npu_coverage.py (schema and decision rules: docs/coverage.md). Stable API for the audit:
+
+    available_versions() / default_version()
+    resolve(op, version=None, *, children=None) -> Resolution
+    resolve_composite_children(op, children, version=None) -> Resolution
+    native_composites(version=None) -> frozenset[str]
+    fallback_cost_s(bytes_moved, link_bytes_per_s=None) -> float;  FALLBACK_ERROR_ENV
+    custom_op_schema(name, version=None) -> str | None
+    earliest_without_fallback(ops) -> str | None;  resolve_all(version=None)
+"""
+
+from __future__ import annotations
+
+from npuport.coverage.database import CoverageDB, available_versions, default_version, load
+from npuport.coverage.fallback import FALLBACK_ERROR_ENV, fallback_cost_s, first_release_with_switch, link_rate
+from npuport.coverage.names import normalize_op
+from npuport.coverage.resolve import (
+    ACL_ONLY_RISK,
+    STATUSES,
+    Resolution,
+    custom_op_schema,
+    earliest_without_fallback,
+    native_composites,
+    resolve,
+    resolve_all,
+    resolve_composite_children,
+)
+
+__all__ = [
+    "ACL_ONLY_RISK", "FALLBACK_ERROR_ENV", "STATUSES", "CoverageDB", "Resolution", "available_versions",
+    "custom_op_schema", "default_version", "earliest_without_fallback", "fallback_cost_s", "first_release_with_switch",
+    "link_rate", "load", "native_composites", "normalize_op", "resolve", "resolve_all", "resolve_composite_children",
+]

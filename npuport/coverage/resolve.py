@@ -1,0 +1,176 @@
+"""One status per (operator overload, torch_npu release): native, composite, cpu-fallback, unsupported, npu-custom.
+
+Decision order for aten overloads (first match wins), all from the checked-in data:
+1. registered by torch_npu (PrivateUse1, or AutogradPrivateUse1 for `autograd:` entries and for
+   CompositeImplicitAutograd ops it overrides, e.g. scaled_dot_product_attention) -> native;
+2. a structured functional/inplace whose out= variant carries the kernel (torchgen's
+   CompositeExplicitAutogradNonFunctional wrapper calls it through the dispatcher) -> the out= variant's status;
+3. CompositeImplicitAutograd in the paired torch -> composite (implicit: decomposes before reaching the NPU);
+4. CompositeExplicitAutograd[NonFunctional] -> composite (explicit: a composite kernel also serves PrivateUse1);
+5. only a CPU kernel -> cpu-fallback (torch_npu's npu_cpu_fallback copies the tensors to the host and back);
+6. no kernel the fallback can use, or an overload the paired torch does not have -> unsupported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable
+
+from npuport.coverage.database import CoverageDB, load
+from npuport.coverage.fallback import FALLBACK_ERROR_ENV, first_release_with_switch
+from npuport.coverage.names import namespace, normalize_op
+
+STATUSES = ("native", "composite", "cpu-fallback", "unsupported", "npu-custom")
+RUNS_ON_NPU = frozenset({"native", "npu-custom"})
+ACL_ONLY_RISK = "acl_op only: raises on aclnn-only SoCs"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    op: str
+    version: str
+    status: str  # one of STATUSES
+    paths: tuple[str, ...]  # implementation paths for native / npu-custom; () otherwise
+    risk: str | None
+    detail: str  # one sentence: why this status
+    composite_kind: str | None = None  # 'implicit' | 'explicit' for composites
+    children: tuple["Resolution", ...] = field(default=())  # the observed decomposition, when the caller gave it
+
+    @property
+    def all_children_native(self) -> bool | None:
+        """For a composite resolved with children: do all of them run on the NPU? None when none were given."""
+        if not self.children:
+            return None
+        return all(c.status in RUNS_ON_NPU for c in self.children)
+
+    @property
+    def runs_on_npu(self) -> bool:
+        return self.status in RUNS_ON_NPU
+
+
+def _fallback_risk(db: CoverageDB) -> str:
+    if db.fallback_error_env:
+        return f"runs on the host CPU; {db.fallback_error_env}=1 turns this fallback into an error"
+    first = first_release_with_switch()
+    since = f" ({FALLBACK_ERROR_ENV} exists from torch_npu {first})" if first else ""
+    return f"runs on the host CPU; this release has no switch to make it an error{since}"
+
+
+def _native(op: str, db: CoverageDB, paths: tuple[str, ...], via: str | None = None) -> Resolution:
+    risk = ACL_ONLY_RISK if paths == ("acl_op",) else None
+    where = ", ".join(paths)
+    if via:
+        detail = f"structured kernel: runs through {via}, which torch_npu {db.version} registers ({where})"
+    elif op in db.native_composites:
+        detail = (f"torch_npu {db.version} overrides PyTorch's CompositeImplicitAutograd decomposition "
+                  f"(AutogradPrivateUse1, {where}): one NPU op, not its CPU decomposition")
+    elif op in db.autograd:
+        detail = f"registered at AutogradPrivateUse1 by torch_npu {db.version} ({where})"
+    else:
+        detail = f"registered at PrivateUse1 by torch_npu {db.version} ({where})"
+    return Resolution(op, db.version, "native", paths, risk, detail)
+
+
+def _aten(op: str, db: CoverageDB, depth: int = 0) -> Resolution:
+    if op in db.native:
+        return _native(op, db, db.native[op])
+    if op in db.delegates and depth < 3:
+        out = db.delegates[op]
+        inner = _aten(out, db, depth + 1)
+        if inner.status == "native":
+            return _native(op, db, inner.paths, via=out)
+        return replace(inner, op=op, detail=f"structured kernel: runs through {out}; {inner.detail}")
+    group = db.torch_category.get(op)
+    torch = f"torch {db.torch}"
+    if group == "implicit":
+        return Resolution(op, db.version, "composite", (), None,
+                          f"not registered by torch_npu {db.version}; CompositeImplicitAutograd in {torch}: "
+                          "decomposes into other aten ops before dispatch", "implicit")
+    if group == "explicit":
+        return Resolution(op, db.version, "composite", (), None,
+                          f"not registered by torch_npu {db.version}; CompositeExplicitAutograd in {torch}: "
+                          "its composite kernel calls other aten ops on the NPU", "explicit")
+    if group == "cpu":
+        note = "; registered for quantized tensors only" if op in db.quant else ""
+        return Resolution(op, db.version, "cpu-fallback", (), _fallback_risk(db),
+                          f"not registered by torch_npu {db.version}; only a CPU kernel in {torch}: "
+                          f"npu_cpu_fallback copies its tensors to the host and back{note}")
+    if group == "none":
+        return Resolution(op, db.version, "unsupported", (), "fails at run time",
+                          f"not registered by torch_npu {db.version} and {torch} has no CPU or composite kernel "
+                          "for the fallback to use")
+    reason = db.dropped.get(op)
+    detail = f"{op} is not an operator of {torch} (paired with torch_npu {db.version})"
+    return Resolution(op, db.version, "unsupported", (), "fails at run time", detail + (f"; yaml: {reason}" if reason else ""))
+
+
+def resolve(op: str, version: str | None = None, *, children: Iterable[str] | None = None) -> Resolution:
+    """Status of one overload ('aten::add.Tensor', 'aten::mm', 'npu::npu_rms_norm') on a torch_npu release.
+
+    children: the aten ops the caller saw under this op (its observed decomposition). For a composite they are
+    resolved too (Resolution.children, .all_children_native) and the detail names those that do not run on the NPU.
+    Raises NpuportError for a malformed name or a release with no checked-in data.
+    """
+    name = normalize_op(op)
+    db = load(version)
+    ns = namespace(name)
+    if ns == "aten":
+        result = _aten(name, db)
+    elif ns == "npu":
+        entry = db.custom.get(name)
+        if entry is not None:
+            result = Resolution(name, db.version, "npu-custom", entry.paths, ACL_ONLY_RISK if entry.paths == ("acl_op",) else None,
+                                f"torch_npu {db.version} defines {name} ({', '.join(entry.paths)})")
+        else:
+            result = Resolution(name, db.version, "unsupported", (), "fails at run time",
+                                f"torch_npu {db.version} does not define {name}")
+    else:
+        result = Resolution(name, db.version, "unsupported", (), f"no coverage data for namespace {ns!r}",
+                            f"npuport only has torch_npu data for aten:: and npu:: operators, not {ns}::")
+    if children is not None and result.status == "composite":
+        result = _with_children(result, children, db.version)
+    return result
+
+
+def resolve_composite_children(op: str, children: Iterable[str], version: str | None = None) -> Resolution:
+    """resolve(op, version, children=children): a composite plus whether its observed decomposition is all native."""
+    return resolve(op, version, children=children)
+
+
+def _with_children(result: Resolution, children: Iterable[str], version: str) -> Resolution:
+    resolved = tuple(resolve(c, version) for c in dict.fromkeys(children))
+    if not resolved:
+        return result
+    off = [f"{c.op} ({c.status})" for c in resolved if c.status not in RUNS_ON_NPU]
+    tail = "all of its observed ops run on the NPU" if not off else "not on the NPU: " + ", ".join(off)
+    return replace(result, children=resolved, detail=f"{result.detail}; {tail}")
+
+
+def native_composites(version: str | None = None) -> frozenset[str]:
+    """CompositeImplicitAutograd overloads torch_npu registers itself (at AutogradPrivateUse1): report as one NPU op."""
+    return load(version).native_composites
+
+
+def custom_op_schema(name: str, version: str | None = None) -> str | None:
+    """'npu::npu_rms_norm' -> 'npu::npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)'."""
+    op = normalize_op(name if "::" in name else f"npu::{name}")
+    entry = load(version).custom.get(op)
+    return f"npu::{entry.schema}" if entry else None
+
+
+def resolve_all(version: str | None = None) -> dict[str, Resolution]:
+    """Every aten overload of the paired torch and every npu:: op of one release, resolved (sorted by name)."""
+    db = load(version)
+    ops = sorted(db.aten_ops() | frozenset(db.custom))
+    return {op: resolve(op, db.version) for op in ops}
+
+
+def earliest_without_fallback(ops: Iterable[str]) -> str | None:
+    """The oldest checked-in release on which none of `ops` is cpu-fallback or unsupported (None if there is none)."""
+    from npuport.coverage.database import available_versions
+
+    wanted = list(dict.fromkeys(ops))
+    for version in available_versions():
+        if all(resolve(op, version).status not in ("cpu-fallback", "unsupported") for op in wanted):
+            return version
+    return None

@@ -1,0 +1,189 @@
+"""The record artifact: a directory with manifest.json and safetensors files, never pickle.
+
+    REF_DIR/manifest.json        schema, devices, versions, dtype policy, numerics, entries, sequences, file hashes
+    REF_DIR/tensors.safetensors  full mode: one tensor per blob ("b<id>"), and kept modules in stats mode
+    REF_DIR/stats.safetensors    stats mode: per blob count/min/max/sum/norm, checksum, samples
+    REF_DIR/inputs.safetensors   the model's inputs ("i<n>"; structure in the manifest)
+    REF_DIR/weights.safetensors  the state dict, unless stats-only (then a seed + generator spec and a fingerprint)
+
+It is written into a hidden sibling directory and renamed into place at the end, manifest last: an interrupted
+record leaves no REF_DIR, and a directory without a manifest, or whose files do not match the hashes the
+manifest lists, is refused with one line (exit 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from npuport.errors import NpuportError
+from npuport.parity.capture import Capture, Entry
+from npuport.parity.stats import SAMPLE, Stats
+
+SCHEMA = "npuport.parity-artifact/1"
+MANIFEST = "manifest.json"
+
+
+def check_writable(out_dir: str | Path, force: bool) -> Path:
+    """Fail before a long record, not after it."""
+    target = Path(out_dir)
+    if target.exists() and not force:
+        raise NpuportError(f"{target} already exists", "a new directory, or --force to replace it", str(target))
+    if target.exists() and not (target / MANIFEST).is_file() and any(target.iterdir()):
+        raise NpuportError(f"refusing to replace {target}: it is not a parity artifact", "an artifact directory or a new path", str(target))
+    parent = target.resolve().parent
+    if not parent.is_dir():
+        raise NpuportError(f"output folder {parent} does not exist", "an existing folder", str(parent))
+    return target
+
+
+def save_artifact(out_dir: str | Path, manifest: dict[str, Any], cap: Capture, inputs: list[torch.Tensor],
+                  weights: dict[str, torch.Tensor] | None, force: bool = False) -> Path:
+    target = check_writable(out_dir, force)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=str(target.resolve().parent)))
+    try:
+        files: dict[str, dict[str, Any]] = {}
+        _save(tmp, "tensors.safetensors", {f"b{b}": t for b, t in cap.full.items()}, files)
+        if cap.stats:
+            _save(tmp, "stats.safetensors", _stats_tensors(cap.stats), files)
+        _save(tmp, "inputs.safetensors", {f"i{n}": t for n, t in enumerate(inputs)}, files)
+        if weights is not None:
+            _save(tmp, "weights.safetensors", weights, files)
+        body = dict(manifest, schema=SCHEMA, capture_mode=cap.mode, entries=[e.to_json() for e in cap.entries],
+                    calls=cap.calls, files=files, complete=True)
+        text = json.dumps(body, indent=1, allow_nan=False)
+        with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o755)
+        old = None
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.replace(target, old)
+        os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _save(folder: Path, name: str, tensors: dict[str, torch.Tensor], files: dict[str, dict[str, Any]]) -> None:
+    from safetensors.torch import save_file
+
+    if not tensors:
+        return
+    path = folder / name
+    save_file({k: v.detach().cpu().contiguous().clone() if _shares(v) else v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))
+    files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def _shares(t: torch.Tensor) -> bool:
+    return t.untyped_storage().nbytes() != t.numel() * t.element_size()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 24), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _stats_tensors(stats: dict[int, Stats]) -> dict[str, torch.Tensor]:
+    ids = sorted(stats)
+    samples = torch.full((len(ids), SAMPLE), float("nan"), dtype=torch.float64)
+    for i, b in enumerate(ids):
+        if stats[b].sample:
+            samples[i, : len(stats[b].sample)] = torch.tensor(stats[b].sample, dtype=torch.float64)
+    return {"ids": torch.tensor(ids, dtype=torch.int64),
+            "rows": torch.tensor([stats[b].row() for b in ids], dtype=torch.float64).reshape(len(ids), 5),
+            "checksum": torch.tensor([stats[b].checksum for b in ids], dtype=torch.int64),
+            "mutated": torch.tensor([stats[b].mutated for b in ids], dtype=torch.uint8), "samples": samples}
+
+
+class Artifact:
+    """A loaded artifact: the manifest, the capture, and lazy access to inputs and weights."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], capture: Capture) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.capture = capture
+
+    def inputs(self) -> list[torch.Tensor]:
+        data = _load(self.path, "inputs.safetensors", self.manifest)
+        return [data[f"i{n}"] for n in range(len(data))]
+
+    def weights(self) -> dict[str, torch.Tensor] | None:
+        if "weights.safetensors" not in self.manifest["files"]:
+            return None
+        return _load(self.path, "weights.safetensors", self.manifest)
+
+
+def load_artifact(path: str | Path, verify: bool = True) -> Artifact:
+    folder = Path(path)
+    if not folder.exists():
+        raise NpuportError(f"artifact {folder} not found", "a directory written by `npuport parity record`", str(folder))
+    if not folder.is_dir():
+        raise NpuportError(f"{folder} is not an artifact directory", "a directory written by `npuport parity record`", "a file")
+    mpath = folder / MANIFEST
+    if not mpath.is_file():
+        raise NpuportError(f"{folder} is a partial or foreign artifact: it has no {MANIFEST}",
+                           "a complete record (an interrupted record leaves none)", ", ".join(sorted(p.name for p in folder.iterdir())[:6]) or "empty directory")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise NpuportError(f"{mpath} is corrupt", "valid JSON", str(exc)) from None
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA or not manifest.get("complete"):
+        got = manifest.get("schema") if isinstance(manifest, dict) else type(manifest).__name__
+        raise NpuportError(f"{mpath} is not a complete npuport parity artifact", f"schema {SCHEMA} with complete: true", str(got))
+    for name, info in manifest.get("files", {}).items():
+        fpath = folder / name
+        if not fpath.is_file():
+            raise NpuportError(f"artifact {folder} is partial: {name} is missing", "every file the manifest lists", "missing")
+        if fpath.stat().st_size != info["bytes"] or (verify and _sha256(fpath) != info["sha256"]):
+            raise NpuportError(f"artifact {folder} is corrupt: {name} does not match its hash in the manifest",
+                               f"{info['bytes']} bytes, sha256 {info['sha256'][:16]}...", f"{fpath.stat().st_size} bytes")
+    try:
+        entries = [Entry.from_json(e) for e in manifest["entries"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise NpuportError(f"{mpath} is corrupt: bad entries", "entries written by npuport", repr(exc)) from None
+    full = {int(k[1:]): v for k, v in _load(folder, "tensors.safetensors", manifest).items()}
+    stats = _read_stats(_load(folder, "stats.safetensors", manifest))
+    cap = Capture(manifest["capture_mode"], entries, full, stats, manifest.get("calls", {}),
+                  manifest.get("module_sequence", {}).get("items", []), manifest.get("op_sequence", {}).get("items"),
+                  manifest.get("warnings", []))
+    return Artifact(folder, manifest, cap)
+
+
+def _load(folder: Path, name: str, manifest: dict[str, Any]) -> dict[str, torch.Tensor]:
+    if name not in manifest.get("files", {}):
+        return {}
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(folder / name))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise NpuportError(f"artifact {folder} is corrupt: {name} cannot be read", "a safetensors file", str(exc)) from None
+
+
+def _read_stats(data: dict[str, torch.Tensor]) -> dict[int, Stats]:
+    if not data:
+        return {}
+    out: dict[int, Stats] = {}
+    for i, b in enumerate(data["ids"].tolist()):
+        count, lo, hi, total, norm = data["rows"][i].tolist()
+        k = min(int(count), SAMPLE)
+        out[b] = Stats(int(count), lo, hi, total, norm, int(data["checksum"][i]), tuple(data["samples"][i, :k].tolist()),
+                       bool(data["mutated"][i]))
+    return out

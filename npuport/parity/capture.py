@@ -1,0 +1,276 @@
+"""Capture every submodule's inputs and outputs (and optionally every aten op's outputs, and gradients) of one step.
+
+Module boundaries come from forward pre-hooks and hooks on each submodule; ops from a dispatch mode (OpTap). A
+tensor seen twice (a layer's output is the next layer's input) is stored once: entries point at blobs. In "full"
+mode a blob is a host copy of the tensor; in "stats" mode its statistics are reduced on the device in batches
+(stats.py) and the tensor is never copied, except for modules matching `keep` (kept in full for replay).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+from npuport.parity.modes import OpTap
+from npuport.parity.stats import Stats, StatsBatcher, tensor_stats
+from npuport.parity.tree import leaf_paths, to_spec
+from npuport.trace.naming import op_name
+
+ROOT = "<model>"
+
+
+def call_key(path: str, call: int) -> str:
+    return f"{path or ROOT}#{call}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One captured tensor. io: in / out (module), op (an aten op's output), grad_out (gradient of a module
+    output), grad (a parameter's gradient). `order` is the execution order of the event that completed it."""
+
+    key: str
+    module: str
+    call: int
+    io: str
+    leaf: str
+    shape: tuple[int, ...]
+    dtype: str
+    blob: int
+    order: int
+    op: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"key": self.key, "module": self.module, "call": self.call, "io": self.io, "leaf": self.leaf,
+               "shape": list(self.shape), "dtype": self.dtype, "blob": self.blob, "order": self.order}
+        if self.op:
+            out["op"] = self.op
+        return out
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Entry":
+        return Entry(d["key"], d["module"], int(d["call"]), d["io"], d["leaf"], tuple(int(x) for x in d["shape"]),
+                     d["dtype"], int(d["blob"]), int(d["order"]), d.get("op"))
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    mode: str = "full"  # full | stats
+    ops: bool = False
+    op_sequence: bool = True
+    backward: bool = False
+    keep: tuple[str, ...] = ()  # fnmatch patterns of module paths kept in full in stats mode
+    budget_bytes: int = 1 << 30
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "ops": self.ops, "op_sequence": self.op_sequence, "backward": self.backward,
+                "keep": list(self.keep)}
+
+
+@dataclass
+class Capture:
+    mode: str
+    entries: list[Entry]
+    full: dict[int, torch.Tensor]
+    stats: dict[int, Stats]
+    calls: dict[str, dict[str, Any]]  # call key -> {"spec": tree spec of {args, kwargs}, "blobs": [blob per tensor]}
+    module_sequence: list[str]
+    op_sequence: list[str] | None
+    warnings: list[str] = field(default_factory=list)
+    fault_hits: int | None = None
+
+    def stats_of(self, blob: int) -> Stats:
+        if blob not in self.stats:
+            self.stats[blob] = tensor_stats(self.full[blob])
+        return self.stats[blob]
+
+    def by_key(self) -> dict[str, Entry]:
+        return {e.key: e for e in self.entries}
+
+
+class ModuleStack:
+    """Which module call is running: pre-hook pushes (path, call index), hook pops. Read by capture and faults."""
+
+    def __init__(self, root: torch.nn.Module) -> None:
+        self.names = {m: n for n, m in root.named_modules(remove_duplicate=True)}
+        self.root = root
+        self.stack: list[tuple[str, int]] = []
+        self.counts: dict[str, int] = {}
+        self.on_enter: Callable[[str, int, tuple, dict], None] | None = None
+        self.on_exit: Callable[[str, int, Any], None] | None = None
+
+    def current(self) -> str | None:
+        return self.stack[-1][0] if self.stack else None
+
+    @contextlib.contextmanager
+    def attached(self) -> Iterator["ModuleStack"]:
+        handles = []
+        for mod, name in self.names.items():
+            handles.append(mod.register_forward_pre_hook(self._pre, with_kwargs=True))
+            handles.append(mod.register_forward_hook(self._post, with_kwargs=True, always_call=True))
+        try:
+            yield self
+        finally:
+            for h in handles:
+                h.remove()
+
+    def _pre(self, mod: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        path = self.names[mod]
+        call = self.counts.get(path, 0)
+        self.counts[path] = call + 1
+        self.stack.append((path, call))
+        if self.on_enter:
+            with _disable_current_modes():
+                self.on_enter(path, call, args, kwargs)
+
+    def _post(self, mod: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+        path, call = self.stack.pop() if self.stack else (self.names[mod], 0)
+        if self.on_exit:
+            with _disable_current_modes():
+                self.on_exit(path, call, output)
+
+
+class Recorder:
+    def __init__(self, stack: ModuleStack, opts: CaptureOptions) -> None:
+        self.opts = opts
+        self.stack = stack
+        self.batcher = StatsBatcher(opts.budget_bytes)
+        self.full: dict[int, torch.Tensor] = {}
+        self.entries: list[Entry] = []
+        self.calls: dict[str, dict[str, Any]] = {}
+        self.pending_inputs: dict[str, list[tuple[str, torch.Tensor, int]]] = {}
+        self.module_sequence: list[str] = []
+        self.op_sequence: list[str] = []
+        self.op_counts: dict[tuple[str, str], int] = {}
+        self.seen: dict[int, tuple[Any, int, int]] = {}
+        self.seq = 0
+        self.next_blob = 0
+        self.in_backward = False
+        stack.on_enter, stack.on_exit = self.enter, self.exit
+
+    def _keep(self, path: str) -> bool:
+        return self.opts.mode == "full" or any(fnmatch.fnmatchcase(path, p) for p in self.opts.keep)
+
+    def blob(self, t: torch.Tensor, full: bool) -> int:
+        hit = self.seen.get(id(t))
+        if hit is not None and hit[0]() is t and hit[1] == t._version:
+            if full and hit[2] not in self.full:
+                self.full[hit[2]] = t.detach().to("cpu", copy=True)
+            return hit[2]
+        blob, self.next_blob = self.next_blob, self.next_blob + 1
+        self.seen[id(t)] = (weakref.ref(t), t._version, blob)
+        if full:
+            self.full[blob] = t.detach().to("cpu", copy=True)
+        if self.opts.mode == "stats":
+            self.batcher.add(blob, t)
+        return blob
+
+    def _add(self, path: str, call: int, io: str, leaf: str, t: torch.Tensor, blob: int, op: str | None = None,
+             key: str | None = None) -> None:
+        key = key or f"{call_key(path, call)}:{io}{leaf}"
+        self.entries.append(Entry(key, path, call, io, leaf, tuple(t.shape), str(t.dtype).removeprefix("torch."),
+                                  blob, self.seq, op))
+
+    def enter(self, path: str, call: int, args: tuple, kwargs: dict) -> None:
+        spec, tensors = to_spec({"args": args, "kwargs": kwargs})
+        full = self._keep(path)
+        blobs = [self.blob(t, full) for t in tensors]
+        self.calls[call_key(path, call)] = {"spec": spec, "blobs": blobs}
+        self.pending_inputs[call_key(path, call)] = [(leaf, tensors[i], blobs[i]) for leaf, i in leaf_paths(spec)]
+
+    def exit(self, path: str, call: int, output: Any) -> None:
+        self.seq += 1
+        ck = call_key(path, call)
+        for leaf, t, blob in self.pending_inputs.pop(ck, []):
+            self._add(path, call, "in", leaf, t, blob)
+        spec, tensors = to_spec(output)
+        full = self._keep(path)
+        for leaf, i in leaf_paths(spec):
+            t = tensors[i]
+            self._add(path, call, "out", leaf, t, self.blob(t, full))
+            if self.opts.backward and t.requires_grad:
+                t.register_hook(self._grad_hook(path, call, leaf))
+        self.module_sequence.append(ck)
+
+    def _grad_hook(self, path: str, call: int, leaf: str) -> Callable[[torch.Tensor], None]:
+        def hook(g: torch.Tensor) -> None:
+            self.seq += 1
+            self._add(path, call, "grad_out", leaf, g, self.blob(g, self._keep(path)))
+        return hook
+
+    def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        if self.in_backward:
+            return
+        name = op_name(func)
+        if self.opts.op_sequence:
+            self.op_sequence.append(name)
+        if not self.opts.ops:
+            return
+        path, call = self.stack.stack[-1] if self.stack.stack else ("", 0)
+        n = self.op_counts.get((call_key(path, call), name), 0)
+        self.op_counts[(call_key(path, call), name)] = n + 1
+        self.seq += 1
+        spec, tensors = to_spec(out)
+        full = self._keep(path)
+        for leaf, i in leaf_paths(spec):
+            key = f"{call_key(path, call)}/{name}#{n}:out{leaf}"
+            self._add(path, call, "op", leaf, tensors[i], self.blob(tensors[i], full), op=name, key=key)
+
+    def param_grads(self, root: torch.nn.Module) -> None:
+        for name, p in root.named_parameters():
+            if p.grad is not None:
+                self.seq += 1
+                module = name.rpartition(".")[0]
+                self._add(module, 0, "grad", "", p.grad, self.blob(p.grad, self._keep(module)), key=f"param:{name}:grad")
+
+    def finish(self, warns: list[str]) -> Capture:
+        stats = self.batcher.finish() if self.opts.mode == "stats" else {}
+        ops = self.op_sequence if (self.opts.op_sequence or self.opts.ops) else None
+        return Capture(self.opts.mode, self.entries, self.full, stats, self.calls, self.module_sequence, ops, warns)
+
+
+def run_capture(root: torch.nn.Module, args: tuple, kwargs: dict, opts: CaptureOptions,
+                modes: Callable[[ModuleStack], list[Any]], synchronize: Callable[[], None],
+                loss_of: Callable[[Any], torch.Tensor] | None = None) -> Capture:
+    """One captured step. `modes(stack)` gives the device's dispatch modes (faults, float64), entered innermost
+    first; the op tap goes on top so it sees what they produced."""
+    stack = ModuleStack(root)
+    rec = Recorder(stack, opts)
+    tap = OpTap(rec.on_op) if (opts.ops or opts.op_sequence) else None
+    hits: list[Any] = []
+    with warnings.catch_warnings(record=True) as caught, stack.attached(), contextlib.ExitStack() as es:
+        warnings.simplefilter("always")
+        for mode in modes(stack):
+            hits.append(es.enter_context(mode))
+        if tap is not None:
+            es.enter_context(tap)
+        grad = contextlib.nullcontext() if opts.backward else torch.no_grad()
+        with grad:
+            out = root(*args, **kwargs)
+            if opts.backward:
+                if loss_of is None:
+                    raise RuntimeError("backward capture needs a loss")
+                rec.in_backward = True
+                loss_of(out).backward()
+    if opts.backward:
+        rec.param_grads(root)
+    synchronize()
+    cap = rec.finish(_warning_lines(caught))
+    faults = [m for m in hits if hasattr(m, "hits")]
+    cap.fault_hits = faults[0].hits if faults else None
+    return cap
+
+
+def _warning_lines(caught: list[warnings.WarningMessage]) -> list[str]:
+    lines: list[str] = []
+    for w in caught:
+        text = " ".join(str(w.message).split())[:300]
+        if "determinis" in text.lower() and text not in lines:
+            lines.append(text)
+    return lines

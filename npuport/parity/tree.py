@@ -1,0 +1,93 @@
+"""Flatten whatever a module returns or takes (tensors, tuples, dicts, transformers ModelOutput, dataclasses) into
+named tensor leaves, and back.
+
+Leaf names are stable paths ('[0]', '.logits', '[1][0]'), so two runs match entry by entry even when one side
+returns a ModelOutput and the other a plain tuple would not: the structure itself is part of the name.
+A tree spec is plain JSON (never pickle): tensors become {"t": index}, Python scalars stay, anything else is
+recorded as {"opaque": "TypeName"} and rebuilt as None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Iterator
+
+import torch
+
+Spec = Any  # JSON: {"t": i} | {"v": scalar} | {"tuple"/"list": [...]} | {"dict": [[key, spec]...], "cls": name} | {"opaque": name}
+
+
+def leaf_paths(spec: Spec, prefix: str = "") -> Iterator[tuple[str, int]]:
+    """(leaf path, tensor index) for every tensor in a spec, depth first: '[0]', '.logits', '.kwargs.mask'."""
+    if "t" in spec:
+        yield prefix, spec["t"]
+    elif "dict" in spec:
+        for key, value in spec["dict"]:
+            yield from leaf_paths(value, f"{prefix}.{key}")
+    else:
+        for i, value in enumerate(spec.get("tuple", spec.get("list", []))):
+            yield from leaf_paths(value, f"{prefix}[{i}]")
+
+
+def opaque_types(obj: Any) -> list[str]:
+    """Type names of non-tensor, non-scalar objects (a KV cache object, say) that a spec cannot hold."""
+    found: list[str] = []
+    _spec(obj, [], found)
+    return sorted(set(found))
+
+
+def to_spec(obj: Any) -> tuple[Spec, list[torch.Tensor]]:
+    """A JSON spec of `obj` and its tensors in leaf order."""
+    tensors: list[torch.Tensor] = []
+    return _spec(obj, tensors, []), tensors
+
+
+def _spec(obj: Any, tensors: list[torch.Tensor], opaque: list[str]) -> Spec:
+    if isinstance(obj, torch.Tensor):
+        tensors.append(obj)
+        return {"t": len(tensors) - 1}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return {"v": obj}
+    if isinstance(obj, torch.dtype):
+        return {"dtype": str(obj).removeprefix("torch.")}
+    if isinstance(obj, Mapping):
+        return {"dict": [[str(k), _spec(v, tensors, opaque)] for k, v in obj.items()], "cls": type(obj).__name__}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {"dict": [[f.name, _spec(getattr(obj, f.name), tensors, opaque)] for f in dataclasses.fields(obj)], "cls": type(obj).__name__}
+    if isinstance(obj, tuple):
+        return {"tuple": [_spec(v, tensors, opaque) for v in obj]}
+    if isinstance(obj, list):
+        return {"list": [_spec(v, tensors, opaque) for v in obj]}
+    opaque.append(type(obj).__name__)
+    return {"opaque": type(obj).__name__}
+
+
+def from_spec(spec: Spec, tensors: list[torch.Tensor]) -> Any:
+    """Rebuild plain containers (dicts stay dicts; a ModelOutput comes back as a dict) with the given tensors."""
+    if "t" in spec:
+        return tensors[spec["t"]]
+    if "v" in spec:
+        return spec["v"]
+    if "dtype" in spec:
+        return getattr(torch, spec["dtype"])
+    if "dict" in spec:
+        return {k: from_spec(v, tensors) for k, v in spec["dict"]}
+    if "tuple" in spec:
+        return tuple(from_spec(v, tensors) for v in spec["tuple"])
+    if "list" in spec:
+        return [from_spec(v, tensors) for v in spec["list"]]
+    return None  # opaque: replayed as None (documented in docs/parity.md)
+
+
+def map_tensors(obj: Any, fn: Any) -> Any:
+    """`obj` with every tensor replaced by fn(tensor); containers rebuilt as plain tuple / list / dict."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, Mapping):
+        return {k: map_tensors(v, fn) for k, v in obj.items()}
+    if isinstance(obj, tuple):
+        return tuple(map_tensors(v, fn) for v in obj)
+    if isinstance(obj, list):
+        return [map_tensors(v, fn) for v in obj]
+    return obj

@@ -1,0 +1,360 @@
+"""Find CUDA-specific references in one Python source file by AST (never executing it), each with the
+mechanical edit that ports it when there is one.
+
+Names are resolved through the file's imports (`import torch as th`, `from torch.cuda import amp`), so
+`th.cuda.synchronize` and `amp.autocast` are recognised. A device string is only treated as a device when it
+sits in a device position: a device/device_type/map_location keyword, the first argument of `.to()`,
+`torch.device()` or `torch.autocast()`, or a value bound to a name containing "device". Everything else that
+mentions "cuda" (a comparison, an f-string) is reported for a hand change, never rewritten.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+from npuport.rules.source_apis import SourceApis, load_source_apis
+
+_CUDA_STR = re.compile(r"^cuda(:\d+)?$")
+_CUDA_LIT = re.compile(r"^([rRuU]?)(['\"])cuda(:\d+)?\2$")
+_NCCL_LIT = re.compile(r"^([rRuU]?)(['\"])nccl\2$")
+_DEVICE_KW = {"device", "device_type", "map_location", "output_device", "device_map"}
+_AUTO_METHODS = {"to", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "pin_memory", "to_empty"}
+_DEVICE_FIRST_ARG = {"torch.device": False, "torch.autocast": False, "torch.amp.autocast": False,
+                     "torch.amp.GradScaler": False, "torch.Generator": False}
+
+
+@dataclass(frozen=True)
+class Edit:
+    start: int  # character offsets into the source text
+    end: int
+    text: str
+
+
+@dataclass
+class Ref:
+    id: str
+    line: int
+    col: int  # 1-based, in characters
+    detail: str
+    edits: tuple[Edit, ...] = ()
+    auto: bool | None = None  # None: the diagnostic's default
+    via_import: bool = False  # ported by rewriting the `from torch.cuda... import` that bound the name
+
+    @property
+    def migrated(self) -> bool:
+        return bool(self.edits) or self.via_import
+
+
+class _Positions:
+    """AST positions (line, UTF-8 byte column) to character offsets in the text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+        self.starts = [0]
+        for line in self.lines:
+            self.starts.append(self.starts[-1] + len(line))
+
+    def char_col(self, line: int, byte_col: int) -> int:
+        src = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return len(src.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+    def offset(self, line: int, byte_col: int) -> int:
+        return self.starts[line - 1] + self.char_col(line, byte_col)
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset)
+
+
+def _parents(tree: ast.AST) -> dict[int, ast.AST]:
+    out: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            out[id(child)] = node
+    return out
+
+
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    names[a.asname] = a.name
+                else:
+                    top = a.name.split(".")[0]
+                    names[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                if a.name != "*":
+                    names[a.asname or a.name] = f"{node.module}.{a.name}"
+    return names
+
+
+def _target_names(node: ast.AST) -> Iterator[str]:
+    if isinstance(node, ast.Name):
+        yield node.id
+    elif isinstance(node, ast.Attribute):
+        yield node.attr
+    elif isinstance(node, (ast.Tuple, ast.List)):
+        for elt in node.elts:
+            yield from _target_names(elt)
+
+
+class Finder:
+    """Walks one module's AST and collects `Ref`s."""
+
+    def __init__(self, text: str, tree: ast.Module, apis: SourceApis | None = None) -> None:
+        self.text, self.tree = text, tree
+        self.apis = apis or load_source_apis()
+        self.pos = _Positions(text)
+        self.parent = _parents(tree)
+        self.alias = _aliases(tree)
+        self.refs: list[Ref] = []
+        self.migrated_aliases: set[str] = set()  # names bound by a `from torch.cuda... import` that migrate rewrites
+        self._import_edits = self._find_import_edits()
+
+    # ------------------------------------------------------------ helpers
+    def dotted(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            return self.alias.get(node.id, node.id if node.id == "torch" else None)
+        if isinstance(node, ast.Attribute):
+            base = self.dotted(node.value)
+            return f"{base}.{node.attr}" if base else None
+        return None
+
+    def add(self, did: str, node: ast.AST, detail: str, edits: tuple[Edit, ...] = (), auto: bool | None = None) -> None:
+        line = getattr(node, "lineno", 1)
+        col = self.pos.char_col(line, getattr(node, "col_offset", 0)) + 1
+        self.refs.append(Ref(did, line, col, detail, edits, auto))
+
+    def _attr_token(self, node: ast.Attribute, new: str) -> Edit | None:
+        end = self.pos.offset(node.end_lineno, node.end_col_offset)
+        start = end - len(node.attr)
+        if self.text[start:end] != node.attr:
+            return None
+        return Edit(start, end, new)
+
+    def _literal(self, node: ast.Constant, pattern: re.Pattern[str], new: str) -> Edit | None:
+        start, end = self.pos.span(node)
+        m = pattern.match(self.text[start:end])
+        if not m:
+            return None  # implicit concatenation, escapes: leave it to a person
+        suffix = m.group(3) if m.re.groups >= 3 and m.group(3) else ""
+        return Edit(start, end, f"{m.group(1)}{m.group(2)}{new}{suffix}{m.group(2)}")
+
+    # ------------------------------------------------------------ torch.cuda.*
+    def _cuda_api(self, node: ast.AST, dotted: str) -> None:
+        parts = dotted.split(".")
+        name = parts[2] if len(parts) > 2 else ""
+        apis = self.apis
+        did = apis.groups.get(name)
+        if did is None:
+            if name in apis.no_equivalent:
+                self.add("NPS002", node, f"{dotted}: {apis.no_equivalent[name]}")
+                return
+            did = "NPS001" if (name in apis.npu_names or not name) else None
+        if did is None:
+            self.add("NPS002", node, f"{dotted} is not in torch.npu")
+            return
+        renamed = apis.renamed.get(name, name)
+        npu = "torch.npu" + (f".{renamed}" if name else "") + "".join(f".{p}" for p in parts[3:])
+        edits: tuple[Edit, ...] = ()
+        if apis.diagnostics[did].migrate and renamed is not None:
+            edits = self._cuda_edits(node, name, renamed)
+        self.add(did, node, f"{dotted} -> {npu}" if renamed is not None else dotted, edits)
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not edits and isinstance(root, ast.Name) and root.id in self.migrated_aliases and apis.diagnostics[did].migrate:
+            self.refs[-1].via_import = True
+
+    def _cuda_edits(self, node: ast.AST, name: str, renamed: str) -> tuple[Edit, ...]:
+        """Edits on the literal `<torch>.cuda[.name]` chain; () when the chain goes through an alias."""
+        chain: list[ast.Attribute] = []
+        cur = node
+        while isinstance(cur, ast.Attribute):
+            chain.append(cur)
+            cur = cur.value
+        if not isinstance(cur, ast.Name) or self.alias.get(cur.id, cur.id) != "torch" or not chain:
+            return ()
+        chain.reverse()  # torch.cuda, torch.cuda.name, ...
+        if chain[0].attr != "cuda":
+            return ()
+        edits = [self._attr_token(chain[0], "npu")]
+        if renamed != name and len(chain) > 1:
+            edits.append(self._attr_token(chain[1], renamed))
+        return tuple(e for e in edits if e is not None) if all(edits) else ()
+
+    def _torch_api(self, node: ast.AST, dotted: str) -> bool:
+        best = None
+        for key, did in self.apis.torch_apis.items():
+            if (dotted == key or dotted.startswith(key + ".")) and (best is None or len(key) > len(best[0])):
+                best = (key, did)
+        if best is None:
+            return False
+        self.add(best[1], node, dotted)
+        return True
+
+    def _reference(self, node: ast.AST, dotted: str | None) -> None:
+        if not dotted:
+            return
+        if dotted == "torch.cuda" or dotted.startswith("torch.cuda."):
+            self._cuda_api(node, dotted)
+        else:
+            self._torch_api(node, dotted)
+
+    # ------------------------------------------------------------ strings
+    def _device_position(self, node: ast.AST) -> tuple[bool, bool]:
+        """(is a device position, transfer_to_npu rewrites it at run time)."""
+        child, p = node, self.parent.get(id(node))
+        while isinstance(p, (ast.IfExp, ast.BoolOp)) and not (isinstance(p, ast.IfExp) and p.test is child):
+            child, p = p, self.parent.get(id(p))
+        if isinstance(p, ast.keyword) and p.arg in _DEVICE_KW:
+            call = self.parent.get(id(p))
+            callee = self.dotted(call.func) if isinstance(call, ast.Call) else None
+            method = call.func.attr if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else ""
+            return True, bool(callee and callee.startswith("torch.")) or method in _AUTO_METHODS
+        if isinstance(p, ast.Call) and p.args and p.args[0] is child:
+            if isinstance(p.func, ast.Attribute) and p.func.attr == "to":
+                return True, True
+            callee = self.dotted(p.func)
+            if callee in _DEVICE_FIRST_ARG:
+                return True, _DEVICE_FIRST_ARG[callee]
+        if isinstance(p, (ast.Assign, ast.AnnAssign)) and p.value is child:
+            targets = p.targets if isinstance(p, ast.Assign) else [p.target]
+            if any("device" in n.lower() for t in targets for n in _target_names(t)):
+                return True, False
+        if isinstance(p, ast.arguments):
+            args = p.posonlyargs + p.args
+            pairs = list(zip(args[len(args) - len(p.defaults):], p.defaults)) + list(zip(p.kwonlyargs, p.kw_defaults))
+            if any(d is child and "device" in a.arg.lower() for a, d in pairs):
+                return True, False
+        if isinstance(p, ast.Dict):
+            for k, v in zip(p.keys, p.values):
+                if v is child and isinstance(k, ast.Constant) and isinstance(k.value, str) and "device" in k.value.lower():
+                    return True, False
+        return False, False
+
+    def _backend_position(self, node: ast.AST) -> tuple[bool, bool]:
+        p = self.parent.get(id(node))
+        if isinstance(p, ast.keyword) and p.arg == "backend":
+            call = self.parent.get(id(p))
+            callee = self.dotted(call.func) or "" if isinstance(call, ast.Call) else ""
+            return True, callee.endswith(("init_process_group", "new_group"))
+        if isinstance(p, ast.Call) and p.args and p.args[0] is node:
+            callee = self.dotted(p.func) or (p.func.attr if isinstance(p.func, ast.Attribute) else getattr(p.func, "id", ""))
+            if callee.endswith(("init_process_group", "new_group")):
+                return True, True
+        if isinstance(p, (ast.Assign, ast.AnnAssign)) and p.value is node:
+            targets = p.targets if isinstance(p, ast.Assign) else [p.target]
+            if any("backend" in n.lower() for t in targets for n in _target_names(t)):
+                return True, False
+        return False, False
+
+    def _string(self, node: ast.Constant) -> None:
+        value = node.value
+        in_fstring = isinstance(self.parent.get(id(node)), ast.JoinedStr)
+        if in_fstring:
+            if value.startswith("cuda"):
+                self.add("NPS005", self.parent[id(node)], "f-string builds a CUDA device string")
+            return
+        if _CUDA_STR.match(value):
+            device, auto = self._device_position(node)
+            if device:
+                edit = self._literal(node, _CUDA_LIT, "npu")
+                self.add("NPS004", node, f"{value!r} -> {value.replace('cuda', 'npu')!r}", (edit,) if edit else (), auto)
+            else:
+                where = "compared" if isinstance(self.parent.get(id(node)), ast.Compare) else "used"
+                self.add("NPS005", node, f"{value!r} {where} outside a device argument")
+        elif value == "nccl":
+            backend, auto = self._backend_position(node)
+            if backend:
+                edit = self._literal(node, _NCCL_LIT, "hccl")
+                self.add("NPS010", node, "'nccl' -> 'hccl'", (edit,) if edit else (), auto)
+            else:
+                self.add("NPS011", node, "'nccl' outside a backend argument")
+        elif value in self.apis.env_vars:
+            self.add("NPS080", node, f"{value} -> {self.apis.env_vars[value]}")
+
+    # ------------------------------------------------------------ imports and calls
+    def _import(self, node: ast.Import | ast.ImportFrom) -> None:
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        elif node.module and not node.level:
+            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for key, did in self.apis.imports.items():
+            if any(m == key or m.startswith(key + ".") for m in modules):
+                self.add(did, node, f"import of {key}")
+                return
+
+    def _compile(self, node: ast.Call) -> None:
+        if self.dotted(node.func) != "torch.compile":
+            return
+        for kw in node.keywords:
+            if isinstance(kw.value, ast.Constant) and (kw.arg, kw.value.value) in (("mode", "reduce-overhead"), ("mode", "max-autotune"), ("backend", "cudagraphs")):
+                self.add("NPS083", kw.value, f"torch.compile({kw.arg}={kw.value.value!r})")
+
+    def run(self) -> list[Ref]:
+        for node in ast.walk(self.tree):
+            parent = self.parent.get(id(node))
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self._import(node)
+            elif isinstance(node, ast.Attribute):
+                if isinstance(parent, ast.Attribute) and parent.value is node:
+                    continue  # the outermost attribute of a chain reports it
+                dotted = self.dotted(node)
+                if dotted and (dotted.startswith("torch.cuda") or self._matches_torch_api(dotted)):
+                    self._reference(node, dotted)
+                elif node.attr == "is_cuda":
+                    edit = self._attr_token(node, "is_npu")
+                    self.add("NPS006", node, ".is_cuda -> .is_npu", (edit,) if edit else ())
+                elif node.attr == "cuda" and isinstance(parent, ast.Call) and parent.func is node:
+                    edit = self._attr_token(node, "npu")
+                    self.add("NPS003", node, ".cuda() -> .npu()", (edit,) if edit else ())
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                if isinstance(parent, ast.Attribute) and parent.value is node:
+                    continue
+                dotted = self.alias.get(node.id)
+                if dotted and dotted != node.id:
+                    self._reference(node, dotted)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                self._string(node)
+            elif isinstance(node, ast.Call):
+                self._compile(node)
+        self.refs.sort(key=lambda r: (r.line, r.col, r.id))
+        return self.refs
+
+    def _matches_torch_api(self, dotted: str) -> bool:
+        return any(dotted == k or dotted.startswith(k + ".") for k in self.apis.torch_apis)
+
+    # ------------------------------------------------------------ import rewrites (migrate)
+    def import_edits(self) -> list[Edit]:
+        """`from torch.cuda[.amp] import X` -> `from torch.npu[.amp] import X` when every X has an NPU twin."""
+        return list(self._import_edits)
+
+    def _find_import_edits(self) -> list[Edit]:
+        edits = []
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.ImportFrom) and not node.level and node.module):
+                continue
+            parts = node.module.split(".")
+            if parts[:2] != ["torch", "cuda"]:
+                continue
+            names = [parts[2]] if len(parts) > 2 else [a.name for a in node.names]
+            ok = all(n in self.apis.npu_names or n in ("amp", "graphs", "streams") for n in names)
+            if len(parts) == 2:
+                ok = ok and all(self.apis.groups.get(n) in (None, "NPS030", "NPS041", "NPS040", "NPS051") and self.apis.renamed.get(n, n) == n for n in names)
+            if not ok:
+                continue
+            start, end = self.pos.span(node)
+            m = re.match(r"from\s+torch\s*\.\s*cuda\b", self.text[start:end])
+            if m:
+                cuda_at = self.text.index("cuda", start + m.start(), start + m.end())
+                edits.append(Edit(cuda_at, cuda_at + 4, "npu"))
+                self.migrated_aliases.update(a.asname or a.name for a in node.names)
+        return edits

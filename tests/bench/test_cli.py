@@ -1,0 +1,55 @@
+"""`npuport bench` on the CPU: exit codes, formats, the whole pipeline on a tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from npuport.cli.main import cli
+from tests.bench.conftest import FIX
+
+FAST = ["--reps", "5", "--warmup", "1", "--budget", "0.05", "--rotate-mb", "1", "--quiet"]
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["bench"], "give exactly one source"),
+    (["bench", str(FIX / "tiny.py"), "--device", "tpu"], "unknown device"),
+    (["bench", str(FIX / "tiny.py"), "--candidates", "eager,fast"], "unknown candidate"),
+    (["bench", "--from", str(FIX / "tiny.py")], "not valid JSON"),
+    (["bench", str(FIX / "tiny.py"), "--chip", "B300"], "unknown chip"),
+])
+def test_bad_input_exits_2(args, needle):
+    res = run(*args)
+    assert res.exit_code == 2, res.output
+    assert needle in res.output and "Traceback" not in res.output
+
+
+def test_bench_json_end_to_end_and_emit(tiny_llama, tmp_path):
+    out = tmp_path / "bench.json"
+    res = run("bench", "--hf", str(tiny_llama), "--scenario", "prefill:batch=1,seq=32", "--top", "3", "--shapes", "1",
+              "--chip", "H200", "--format", "json", "-o", str(out), "--emit", str(tmp_path / "repro"), *FAST)
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert data["schema"] == "npuport.bench/1" and data["device"]["name"] == "cpu" and data["device"]["clock"] == "host-monotonic"
+    case = data["cases"][0]
+    assert case["median_s"] > 0 and case["attainment"] > 0 and case["achieved_flops_per_s"] > 0
+    assert case["candidates"][0]["name"] == "eager"
+    e2e = data["end_to_end"]
+    assert e2e["step"]["median_s"] > 0 and e2e["op_total_s"] > 0 and e2e["measured_calls"] == e2e["total_calls"]
+    assert len(data["emitted"]) == len(data["cases"])
+    assert "clock_state" in data and data["clock_state"]["before"]["available"]
+
+
+def test_bench_text_from_audit_json(tmp_path):
+    audit = tmp_path / "audit.json"
+    res = run("audit", str(FIX / "tiny.py"), "--scenario", "prefill:batch=2,seq=16", "--chip", "H200", "--format", "json", "-o", str(audit), "--quiet")
+    assert res.exit_code == 0, res.output
+    res = run("bench", "--from", str(audit), "--top", "5", "--no-kernel-check", *FAST)
+    assert res.exit_code == 0, res.output
+    assert "npuport bench" in res.output and "aten::addmm" in res.output and "end-to-end" in res.output

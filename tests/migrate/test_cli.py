@@ -1,0 +1,52 @@
+"""The `migrate` click command: diff on stdout, diagnostics on stderr, exit codes 0 / 2, --write backups."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from npuport.cli.migrate import migrate
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "source_scan"
+
+
+def _runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # click < 8.2
+    except TypeError:
+        return CliRunner()
+
+
+def test_prints_diff_and_remaining_diagnostics() -> None:
+    res = _runner().invoke(migrate, [str(FIXTURES / "model.py")])
+    assert res.exit_code == 0
+    assert res.stdout.startswith("--- a/model.py\n+++ b/model.py\n")
+    assert "+import torch_npu" in res.stdout and "-    model = model.cuda()" in res.stdout
+    assert "model.py:22:16: error: NPS050" in res.stderr
+    assert "13 mechanical change(s)" in res.stderr
+
+
+def test_write_and_backup(tmp_path: Path) -> None:
+    p = tmp_path / "model.py"
+    shutil.copy(FIXTURES / "tiny_model.py", p)
+    runner = _runner()
+    res = runner.invoke(migrate, [str(p), "--write"])
+    assert res.exit_code == 0 and res.stdout == "" and (tmp_path / "model.py.bak").exists()
+    assert "torch.npu.is_available()" in p.read_text()
+    assert "nothing to change" in runner.invoke(migrate, [str(p), "--write"]).stderr  # already migrated
+    shutil.copy(FIXTURES / "tiny_model.py", p)  # a fresh CUDA file: the old backup must not be replaced
+    again = runner.invoke(migrate, [str(p), "--write"])
+    assert again.exit_code == 2 and again.stderr.startswith("error: backup") and "Traceback" not in again.stderr
+    assert runner.invoke(migrate, [str(p), "--write", "--force"]).exit_code == 0
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def (:\n")
+    runner = _runner()
+    for path in (tmp_path / "missing.py", bad):
+        res = runner.invoke(migrate, [str(path)])
+        assert res.exit_code == 2
+        assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
