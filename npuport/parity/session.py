@@ -1,0 +1,226 @@
+"""Same weights, same inputs, pinned numerics: prepare the model once on the CPU, then run it on any device.
+
+Weights are generated on the CPU under a seed (`torch.manual_seed(seed)` before the model is built) and moved,
+so every device sees the same values; inputs are made the same way with seed + 1. A record stores both (or, with
+`--stats-only`, the seed, the generator spec and a fingerprint, so the other machine regenerates the weights and
+proves they are identical before comparing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from npuport.devices import Device, NumericsPolicy
+from npuport.errors import NpuportError
+from npuport.loading import LoadedModel, parse_dtype
+from npuport.parity.capture import Capture, CaptureOptions, ModuleStack, run_capture
+from npuport.parity.modes import FaultMode, Float64Mode
+from npuport.parity.tree import from_spec, map_tensors, opaque_types, to_spec
+from npuport.scenarios import Scenario, parse_scenario
+
+GENERATOR = "npuport.seeded-cpu-build/1"  # torch.manual_seed(seed); build the model on the CPU; eval()
+
+
+@dataclass(frozen=True)
+class Target:
+    model: str | None = None
+    hf_config: str | None = None
+    entry: str | None = None
+    dtype: str | None = None
+    attn: str = "sdpa"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    scenario: str = "prefill:batch=1,seq=128"
+    seed: int = 0
+    capture: CaptureOptions = field(default_factory=CaptureOptions)
+    policy: NumericsPolicy = field(default_factory=NumericsPolicy)
+    train_mode: bool = False  # dropout and other training-mode behaviour on (RNG streams differ across devices)
+    store_weights: bool | None = None  # default: stored unless stats-only
+
+    @property
+    def parsed_scenario(self) -> Scenario:
+        return parse_scenario(self.scenario)
+
+
+@dataclass
+class Prepared:
+    lm: LoadedModel
+    scenario: Scenario
+    inputs: Any  # {"args": tuple, "kwargs": dict}, CPU tensors
+    signature: str
+    fingerprint: str
+    inputs_fingerprint: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LiveSide:
+    device: Device
+    module: torch.nn.Module
+    capture: Capture
+    settings: dict[str, Any]
+
+
+def signature(module: torch.nn.Module) -> str:
+    """Names, shapes and dtypes of the state dict: equal for the same architecture, whatever the values."""
+    h = hashlib.sha256()
+    for name, t in module.state_dict().items():
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}\n".encode())
+    return h.hexdigest()
+
+
+def fingerprint(tensors: dict[str, torch.Tensor] | list[torch.Tensor]) -> str:
+    items = tensors.items() if isinstance(tensors, dict) else enumerate(tensors)
+    h = hashlib.blake2b(digest_size=16)
+    for name, t in items:
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}\n".encode())
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def prepare(target: Target, opts: RunOptions, weights: dict[str, torch.Tensor] | None = None,
+            recorded: dict[str, Any] | None = None, stored_inputs: Any = None) -> Prepared:
+    """Build on the CPU under the seed; with a recorded manifest, prove it is the same model and weights."""
+    from npuport.api import load_target
+
+    torch.manual_seed(opts.seed)
+    lm = load_target(model=target.model, hf_config=target.hf_config, entry=target.entry, dtype=target.dtype,
+                     attn=target.attn, fake=False)
+    if target.dtype and not target.hf_config:
+        lm.module.to(parse_dtype(target.dtype))
+    lm.module.train(opts.train_mode)
+    sig = signature(lm.module)
+    notes: list[str] = []
+    if recorded is not None and recorded["model"]["signature"] != sig:
+        raise NpuportError("the artifact was recorded from another model",
+                           f"model {recorded['model']['name']!r} with state-dict signature {recorded['model']['signature'][:12]}",
+                           f"{lm.name!r} with signature {sig[:12]}")
+    if weights is not None:
+        lm.module.load_state_dict(weights, strict=True)
+        notes.append("weights loaded from the artifact")
+    fp = fingerprint(lm.module.state_dict())
+    if recorded is not None and weights is None and recorded["weights"]["fingerprint"] != fp:
+        raise NpuportError("weights regenerated from the seed differ from the recorded ones",
+                           f"fingerprint {recorded['weights']['fingerprint'][:16]} (torch {recorded['weights']['torch']})",
+                           f"{fp[:16]} with torch {torch.__version__}: record without --stats-only, or with --store-weights")
+    sc = opts.parsed_scenario
+    if stored_inputs is not None:
+        inputs = stored_inputs
+    else:
+        torch.manual_seed(opts.seed + 1)
+        made = lm.make_inputs(sc)
+        if made is None:
+            raise NpuportError(f"the model has no inputs for scenario {sc.name!r}", "example_inputs(scenario) to return inputs", "None")
+        args, kwargs = made
+        if "use_cache" in kwargs:
+            kwargs = dict(kwargs, use_cache=False)  # the KV cache object is not compared; its tensors are the k/v outputs
+            notes.append("use_cache=False (the KV cache object is not compared)")
+        if target.dtype and not target.hf_config:
+            want = parse_dtype(target.dtype)
+            args, kwargs = map_tensors((args, kwargs), lambda t: t.to(want) if t.is_floating_point() else t)
+        inputs = {"args": tuple(args), "kwargs": dict(kwargs)}
+    _, tensors = to_spec(inputs)
+    ifp = fingerprint(tensors)
+    if recorded is not None and stored_inputs is None and recorded["inputs"]["fingerprint"] != ifp:
+        raise NpuportError("inputs regenerated from the seed differ from the recorded ones",
+                           f"fingerprint {recorded['inputs']['fingerprint'][:16]}", ifp[:16])
+    return Prepared(lm, sc, inputs, sig, fp, ifp, notes)
+
+
+def inputs_from_artifact(manifest: dict[str, Any], tensors: list[torch.Tensor]) -> Any:
+    spec = manifest["inputs"].get("spec")
+    return from_spec(spec, tensors) if manifest["inputs"].get("stored") else None
+
+
+def input_record(prep: Prepared) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    spec, tensors = to_spec(prep.inputs)
+    opaque = opaque_types(prep.inputs)
+    info = {"seed_offset": 1, "fingerprint": prep.inputs_fingerprint, "stored": not opaque, "spec": spec, "opaque": opaque}
+    return info, (tensors if not opaque else [])
+
+
+def place(prep: Prepared, device: Device) -> torch.nn.Module:
+    module = prep.lm.module
+    if device.float64:
+        return copy.deepcopy(module).to(torch.float64)
+    if device.torch_device == "cpu":
+        return module  # the forward does not change weights: share the CPU copy
+    return copy.deepcopy(module).to(device.torch_device)
+
+
+def device_inputs(inputs: Any, device: Device) -> Any:
+    def move(t: torch.Tensor) -> torch.Tensor:
+        t = t.to(device.torch_device)
+        return t.to(torch.float64) if device.float64 and t.is_floating_point() else t
+    return map_tensors(inputs, move)
+
+
+def modes_for(device: Device) -> Callable[[ModuleStack], list[Any]]:
+    def make(stack: ModuleStack) -> list[Any]:
+        out: list[Any] = []
+        if device.float64:
+            out.append(Float64Mode())
+        if device.fault is not None:
+            out.append(FaultMode(device.fault, stack.current))
+        return out
+    return make
+
+
+@contextlib.contextmanager
+def default_dtype(device: Device) -> Any:
+    old = torch.get_default_dtype()
+    if device.float64:
+        torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def run_side(prep: Prepared, device: Device, opts: RunOptions, module: torch.nn.Module | None = None) -> LiveSide:
+    device.check_present()
+    settings = device.set_numerics_policy(opts.policy)
+    module = module if module is not None else place(prep, device)
+    device.seed(opts.seed + 2)
+    inputs = device_inputs(prep.inputs, device)
+    cap_opts = opts.capture
+    with default_dtype(device):
+        try:
+            cap = run_capture(module, inputs["args"], inputs["kwargs"], cap_opts, modes_for(device), device.synchronize,
+                              loss_of=_loss_fn(prep, inputs))
+        except NpuportError:
+            raise
+        except Exception as exc:
+            from npuport.loading import describe_exception
+
+            raise NpuportError(f"the model failed on {device.label}", "a forward that runs on this device",
+                               describe_exception(exc)) from None
+    return LiveSide(device, module, cap, settings)
+
+
+def _loss_fn(prep: Prepared, inputs: Any) -> Callable[[Any], torch.Tensor]:
+    def loss_of(out: Any) -> torch.Tensor:
+        if prep.lm.loss is not None:
+            return prep.lm.loss(out, (inputs["args"], inputs["kwargs"]))
+        for getter in (lambda o: o.loss, lambda o: o["loss"]):
+            try:
+                value = getter(out)
+            except (AttributeError, KeyError, TypeError):
+                continue
+            if isinstance(value, torch.Tensor):
+                return value
+        if isinstance(out, torch.Tensor) and out.numel() == 1:
+            return out
+        raise NpuportError("backward capture needs a loss", "loss_fn(output, inputs) in the model file, output.loss, or a scalar output",
+                           type(out).__name__)
+    return loss_of
