@@ -42,6 +42,8 @@ class ReportedCall:
     children: tuple[str, ...] = ()  # the CPU-traced aten ops this native composite stands for
     time_s: float = 0.0
     indices: tuple[int, ...] = ()  # trace indices of the recorded calls this reported call covers
+    args: tuple = ()  # the call's arguments, tensors as TensorRef into `inputs` (for rebuilding it: bench)
+    kwargs: dict = field(default_factory=dict)
     bound: Bound = "none"
 
 
@@ -68,7 +70,8 @@ def reported_calls(trace: Trace, native_composites: frozenset[str]) -> list[Repo
         kind = "view" if base_name(call.op) in no_traffic else call.kind
         out.append(
             ReportedCall(call.op, kind, call.phase, call.module, call.module_type, call.source, call.api,
-                         call.inputs, call.outputs, call_cost(call), call.index, indices=(call.index,))
+                         call.inputs, call.outputs, call_cost(call), call.index, indices=(call.index,),
+                         args=call.args, kwargs=call.kwargs)
         )
     for key, children in groups.items():
         frame = trace.frames[key[0]]
@@ -87,7 +90,8 @@ def _frame_call(frame: ApiFrame, phase: str, children: list[OpCall]) -> Reported
         module, module_type, source = frame.module, frame.module_type, frame.source
     return ReportedCall(frame.op, "compute", phase, module, module_type, source, frame.api, inputs, outputs, cost,
                         children[0].index, tuple(c.op for c in children if c.kind == "compute"),
-                        indices=tuple(c.index for c in children))
+                        indices=tuple(c.index for c in children),
+                        args=frame.args if phase == "forward" else (), kwargs=frame.kwargs if phase == "forward" else {})
 
 
 def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
@@ -97,6 +101,29 @@ def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
 
 def shape_signature(call: ReportedCall) -> str:
     return " ".join("x".join(str(s) for s in t.shape) or "scalar" for t in call.inputs) or "-"
+
+
+def _plain_tree(x: object) -> object:
+    from npuport.trace.records import TensorRef
+
+    if isinstance(x, TensorRef):
+        return {"tensor": x.index}
+    if isinstance(x, (list, tuple)):
+        return [_plain_tree(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _plain_tree(v) for k, v in x.items()}
+    return x
+
+
+def example_json(c: ReportedCall) -> dict:
+    """One call in plain JSON: enough to rebuild it with random tensors of the recorded shape, dtype, stride."""
+    inputs = []
+    for t in c.inputs:
+        d: dict = {"shape": list(t.shape), "dtype": t.dtype}
+        if t.stride is not None:
+            d["stride"] = list(t.stride)
+        inputs.append(d)
+    return {"inputs": inputs, "args": _plain_tree(c.args), "kwargs": _plain_tree(c.kwargs)}
 
 
 @dataclass
@@ -117,6 +144,7 @@ class ScenarioOpStats:
     apis: Counter = field(default_factory=Counter)
     phases: Counter = field(default_factory=Counter)
     children: Counter = field(default_factory=Counter)
+    examples: dict = field(default_factory=dict)  # shape signature -> one recorded call of that shape
 
     @property
     def bound(self) -> Bound:
@@ -132,6 +160,8 @@ class ScenarioOpStats:
         if c.bound == "compute":
             self.compute_bound_s += c.time_s
         sig = shape_signature(c)
+        if sig not in self.examples and (c.args or c.kwargs):
+            self.examples[sig] = example_json(c)
         self.shapes[sig] += 1
         self.shape_time[sig] += c.time_s
         self.dtypes.update({t.dtype for t in (c.inputs or c.outputs)})

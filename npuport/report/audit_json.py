@@ -21,7 +21,13 @@ MAX_MODULES = 12
 
 def _shapes(stats: ScenarioOpStats) -> list[dict[str, Any]]:
     rows = sorted(stats.shapes.items(), key=lambda kv: (-stats.shape_time[kv[0]], -kv[1]))
-    return [{"inputs": sig, "calls": n, "estimated_time_s": stats.shape_time[sig]} for sig, n in rows[:MAX_SHAPES]]
+    out = []
+    for sig, n in rows[:MAX_SHAPES]:
+        row = {"inputs": sig, "calls": n, "estimated_time_s": stats.shape_time[sig]}
+        if sig in stats.examples:
+            row["example"] = stats.examples[sig]
+        out.append(row)
+    return out
 
 
 def _scenario_op(stats: ScenarioOpStats) -> dict[str, Any]:

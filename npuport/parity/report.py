@@ -1,0 +1,109 @@
+"""Render a ParityResult: JSON (schema npuport.parity/1, frozen field names) and a terminal table.
+
+The terminal table lists the failing entries first (all of them, up to `top`), then the worst passing ones, and
+ends with one verdict line.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from npuport.parity.compare import EntryResult
+from npuport.parity.run import ParityResult
+
+SCHEMA = "npuport.parity/1"
+
+
+def _f(v: float | None) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def entry_json(r: EntryResult) -> dict[str, Any]:
+    e = r.entry
+    out: dict[str, Any] = {"key": e.key, "module": e.module, "call": e.call, "io": e.io, "leaf": e.leaf, "op": e.op,
+                           "order": e.order, "dtype": e.dtype, "shape": list(e.shape), "tolerance": r.tolerance,
+                           "metrics": r.metrics.to_json(), "golden": r.golden.to_json() if r.golden else None,
+                           "passed": r.passed, "reason": r.reason, "would_pass": r.would_pass}
+    return out
+
+
+def to_json(res: ParityResult) -> dict[str, Any]:
+    comp = res.comparison
+    return {
+        "schema": SCHEMA,
+        "verdict": {"passed": bool(res), "text": res.verdict_line, "mode": "relative" if comp.relative else "absolute",
+                    "checked": len(comp.judged), "failed": len(comp.failed), "unmatched": len(comp.structural_unmatched),
+                    "exit_code": 0 if res else 1},
+        "scenario": res.scenario,
+        "sides": [s.to_json() for s in res.sides],
+        "tolerances": {k: t.to_json() for k, t in res.tolerances.by_dtype.items()},
+        "entries": [entry_json(r) for r in comp.results],
+        "unmatched": {"ref_only": comp.ref_only, "dev_only": comp.dev_only, "golden_missing": comp.golden_missing},
+        "first_divergence": res.first.to_json() if res.first else None,
+        "warnings": res.warnings,
+    }
+
+
+def render_text(data: dict[str, Any], top: int = 25, width: int | None = None) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(record=True, width=width or 160, file=open("/dev/null", "w"))
+    for s in data["sides"]:
+        console.print(f"[bold]{s['role']}[/]: {s['label']} ({s['source']}{', ' + s['path'] if s.get('path') else ''})")
+    relative = data["verdict"]["mode"] == "relative"
+    table = Table(show_lines=False, header_style="bold")
+    for col in ("entry", "dtype", "rel_l2", "cosine", "max_abs", "dev/golden" if relative else "frac>rtol", "status"):
+        table.add_column(col, justify="left" if col in ("entry", "status") else "right", overflow="fold")
+    rows = [e for e in data["entries"] if e["io"] != "in"]
+    bad = [e for e in rows if not e["passed"]]
+    good = sorted((e for e in rows if e["passed"]), key=lambda e: -_sortable(e["metrics"]["rel_l2"]))
+    shown = (bad + good)[: top] if top else bad + good
+    for e in sorted(shown, key=lambda e: e["order"]):
+        m = e["metrics"]
+        extra = f"{_g(e['golden']['dev_err'])}/{_g(e['golden']['ref_err'])}" if e.get("golden") else _g(m["frac_over_rtol"])
+        status = "[green]ok[/]" if e["passed"] else f"[red]FAIL[/] {e['reason']}"
+        table.add_row(e["key"], e["dtype"], _g(m["rel_l2"]), _g(m["cosine"], 8), _g(m["max_abs"]), extra, status)
+    console.print(table)
+    if len(rows) > len(shown):
+        console.print(f"({len(rows) - len(shown)} more passing entries; --top 0 shows all, --format json has every entry)")
+    un = data["unmatched"]
+    for side, keys in (("ref only", un["ref_only"]), ("dev only", un["dev_only"]), ("no golden", un["golden_missing"])):
+        if keys:
+            console.print(f"[yellow]{side}[/] ({len(keys)}): {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}")
+    fd = data["first_divergence"]
+    if fd:
+        console.print(f"[bold]first divergence[/]: {fd['call_key']} ({fd['entry']}): {fd['reason']}"
+                      + ("" if fd["inputs_within"] else " [its inputs already differed]"))
+        rp = fd.get("replay")
+        if rp:
+            console.print(f"  replay on dev with {rp['inputs_from']} inputs: [bold]{rp['verdict']}[/] the error ({rp['reason']})")
+            for o in [o for o in rp["ops"] if not o["passed"]][:5]:
+                console.print(f"  op {o['op']} in {o['module'] or '<model>'} (#{o['index']}): rel_l2 {_g(o['rel_l2'])} "
+                              f"against float64 on its own inputs > {_g(o['limit'])}")
+        for n in fd.get("notes", []):
+            console.print(f"  note: {n}")
+    for w in data["warnings"][:10]:
+        console.print(f"[yellow]warning[/]: {w}")
+    v = data["verdict"]
+    console.print(("[bold green]" if v["passed"] else "[bold red]") + v["text"] + "[/]")
+    return console.export_text()
+
+
+def _sortable(v: Any) -> float:
+    return math.inf if isinstance(v, str) else float(v)
+
+
+def _g(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return str(v)
+    return f"{v:.{digits}g}" if digits < 6 else f"{v:.{digits}f}"
