@@ -80,6 +80,20 @@ def _grouped_mm_flops(a: Sequence[int], b: Sequence[int], *rest: Any, out_shape:
     return 2 * _prod(out_shape[0] if out_shape else ()) * a[-1]
 
 
+def sdpa_flops(q: Sequence[int], k: Sequence[int], v: Sequence[int]) -> int:
+    """QK^T and PV of attention, counted per query head, so grouped KV heads (GQA, enable_gqa=True) work too.
+
+    Same count as torch.utils.flop_counter.sdpa_flop_count, which rejects differing head counts. The backward
+    is 2.5 times this (recomputed QK^T plus dV, dP, dQ, dK), as flop_counter's sdpa_backward_flop_count counts it.
+    """
+    *batch, sq, d = q
+    sk, dv = k[-2], v[-1]
+    n = 1
+    for b in batch:
+        n *= b
+    return 2 * n * sq * sk * d + 2 * n * sq * sk * dv
+
+
 def _sdpa_cpu_flops(q: Sequence[int], k: Sequence[int], v: Sequence[int], *rest: Any, out_shape: Any = None, **kw: Any) -> int:
     return flop_counter.sdpa_flop_count(q, k, v)
 
@@ -155,7 +169,7 @@ def matrix_flops(name: str, args: tuple, kwargs: dict, inputs: Sequence[TensorMe
     """FLOPs from a registered formula, or None when the op has none."""
     if name == "scaled_dot_product_attention":
         q, k, v = (inputs[a.index].shape for a in args[:3])
-        flops = float(flop_counter.sdpa_flop_count(q, k, v))
+        flops = float(sdpa_flops(q, k, v))
     else:
         formula = _formula(name)
         if formula is None:
@@ -234,7 +248,7 @@ def backward_frame_cost(frame: ApiFrame, children: Sequence[OpCall]) -> CallCost
     flops: float | None = None
     if name == "scaled_dot_product_attention" and len(frame.args) >= 3:
         q, k, v = (frame.inputs[a.index].shape for a in frame.args[:3])
-        flops = float(flop_counter.sdpa_backward_flop_count(q, q, k, v))
+        flops = 2.5 * sdpa_flops(q, k, v)
         if _is_causal(frame.args, frame.kwargs, name):
             flops /= 2
     if flops is None:

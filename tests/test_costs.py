@@ -117,3 +117,14 @@ def test_reduction_counts_input_elements():
     t = _calls(lambda x: x.sum(dim=-1), (16, 256))
     c = call_cost(_only(t, "aten::sum.dim_IntList"))
     assert c.flops == 16 * 256
+
+
+def test_sdpa_flops_with_grouped_kv_heads():
+    from torch.utils import flop_counter
+
+    from npuport.costs import sdpa_flops
+
+    assert sdpa_flops((2, 8, 64, 32), (2, 8, 96, 32), (2, 8, 96, 32)) == flop_counter.sdpa_flop_count((2, 8, 64, 32), (2, 8, 96, 32), (2, 8, 96, 32))
+    # 8 query heads over 2 KV heads: every query head still does its own QK^T and PV
+    assert sdpa_flops((2, 8, 64, 32), (2, 2, 96, 32), (2, 2, 96, 32)) == 2 * 2 * 8 * 64 * 96 * (32 + 32)
+    assert flop_counter.sdpa_backward_flop_count((2, 8, 64, 32), (2, 8, 64, 32), (2, 8, 96, 32), (2, 8, 96, 32)) == 2.5 * sdpa_flops((2, 8, 64, 32), (2, 8, 96, 32), (2, 8, 96, 32))

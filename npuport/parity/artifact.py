@@ -63,6 +63,7 @@ def save_artifact(out_dir: str | Path, manifest: dict[str, Any], cap: Capture, i
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp / MANIFEST, 0o644)
         os.chmod(tmp, 0o755)
         old = None
         if target.exists():
@@ -84,6 +85,7 @@ def _save(folder: Path, name: str, tensors: dict[str, torch.Tensor], files: dict
         return
     path = folder / name
     save_file({k: v.detach().cpu().contiguous().clone() if _shares(v) else v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))
+    os.chmod(path, 0o644)
     files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
 
 

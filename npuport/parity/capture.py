@@ -244,6 +244,8 @@ def run_capture(root: torch.nn.Module, args: tuple, kwargs: dict, opts: CaptureO
     rec = Recorder(stack, opts)
     tap = OpTap(rec.on_op) if (opts.ops or opts.op_sequence) else None
     hits: list[Any] = []
+    if opts.backward:
+        root.zero_grad(set_to_none=True)  # the CPU model may be shared by two sides: never accumulate across runs
     with warnings.catch_warnings(record=True) as caught, stack.attached(), contextlib.ExitStack() as es:
         warnings.simplefilter("always")
         for mode in modes(stack):

@@ -69,7 +69,7 @@ class Replay:
         c = self.culprit
         return {"inputs_from": self.inputs_from, "verdict": self.verdict, "reason": self.reason,
                 "dev_vs_ref": self.dev_vs_ref, "dev_vs_golden": self.dev_vs_golden, "ref_vs_golden": self.ref_vs_golden,
-                "culprit_op": c.to_json() if c else None, "ops": [o.to_json() for o in self.ops], "notes": self.notes}
+                "culprit_op": c.to_json() if c is not None else None, "ops": [o.to_json() for o in self.ops], "notes": self.notes}
 
 
 @dataclass
@@ -92,7 +92,7 @@ class FirstDivergence:
             text += "; its inputs already differed"
         if self.replay:
             text += f"; replayed on dev with {self.replay.inputs_from} inputs: {self.replay.verdict} the error"
-            if self.replay.culprit:
+            if self.replay.culprit is not None:
                 text += f", first failing op {self.replay.culprit.op} in {self.replay.culprit.module or '<model>'}"
         return text
 

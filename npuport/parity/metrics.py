@@ -86,7 +86,7 @@ def _from_flat(x: torch.Tensor, y: torch.Tensor, rtol: float, atol: float, tiny:
         return Metrics(x.numel(), 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, nan_mismatch, inf_mismatch, basis)
     nd, nb, na = float(torch.linalg.vector_norm(diff)), float(torch.linalg.vector_norm(yf)), float(torch.linalg.vector_norm(xf))
     rel_l2 = nd / nb if nb > 0 else (0.0 if nd == 0 else math.inf)
-    if na == 0 and nb == 0:
+    if nd == 0 or (na == 0 and nb == 0):
         cosine = 1.0
     elif na == 0 or nb == 0:
         cosine = 0.0

@@ -51,11 +51,12 @@ def to_json(res: ParityResult) -> dict[str, Any]:
 
 def render_text(data: dict[str, Any], top: int = 25, width: int | None = None) -> str:
     from rich.console import Console
+    from rich.markup import escape as esc
     from rich.table import Table
 
     console = Console(record=True, width=width or 160, file=open("/dev/null", "w"))
     for s in data["sides"]:
-        console.print(f"[bold]{s['role']}[/]: {s['label']} ({s['source']}{', ' + s['path'] if s.get('path') else ''})")
+        console.print(f"[bold]{s['role']}[/]: " + esc(f"{s['label']} ({s['source']}{', ' + s['path'] if s.get('path') else ''})"))
     relative = data["verdict"]["mode"] == "relative"
     table = Table(show_lines=False, header_style="bold")
     for col in ("entry", "dtype", "rel_l2", "cosine", "max_abs", "dev/golden" if relative else "frac>rtol", "status"):
@@ -67,31 +68,31 @@ def render_text(data: dict[str, Any], top: int = 25, width: int | None = None) -
     for e in sorted(shown, key=lambda e: e["order"]):
         m = e["metrics"]
         extra = f"{_g(e['golden']['dev_err'])}/{_g(e['golden']['ref_err'])}" if e.get("golden") else _g(m["frac_over_rtol"])
-        status = "[green]ok[/]" if e["passed"] else f"[red]FAIL[/] {e['reason']}"
-        table.add_row(e["key"], e["dtype"], _g(m["rel_l2"]), _g(m["cosine"], 8), _g(m["max_abs"]), extra, status)
+        status = "[green]ok[/]" if e["passed"] else f"[red]FAIL[/] {esc(e['reason'])}"
+        table.add_row(esc(e["key"]), e["dtype"], _g(m["rel_l2"]), _g(m["cosine"], 8), _g(m["max_abs"]), extra, status)
     console.print(table)
     if len(rows) > len(shown):
         console.print(f"({len(rows) - len(shown)} more passing entries; --top 0 shows all, --format json has every entry)")
     un = data["unmatched"]
     for side, keys in (("ref only", un["ref_only"]), ("dev only", un["dev_only"]), ("no golden", un["golden_missing"])):
         if keys:
-            console.print(f"[yellow]{side}[/] ({len(keys)}): {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}")
+            console.print(f"[yellow]{side}[/] ({len(keys)}): " + esc(f"{', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}"))
     fd = data["first_divergence"]
     if fd:
-        console.print(f"[bold]first divergence[/]: {fd['call_key']} ({fd['entry']}): {fd['reason']}"
-                      + ("" if fd["inputs_within"] else " [its inputs already differed]"))
+        console.print("[bold]first divergence[/]: " + esc(f"{fd['call_key']} ({fd['entry']}): {fd['reason']}"
+                      + ("" if fd["inputs_within"] else " (its inputs already differed)")))
         rp = fd.get("replay")
         if rp:
-            console.print(f"  replay on dev with {rp['inputs_from']} inputs: [bold]{rp['verdict']}[/] the error ({rp['reason']})")
+            console.print(f"  replay on dev with {rp['inputs_from']} inputs: [bold]{rp['verdict']}[/] the error " + esc(f"({rp['reason']})"))
             for o in [o for o in rp["ops"] if not o["passed"]][:5]:
-                console.print(f"  op {o['op']} in {o['module'] or '<model>'} (#{o['index']}): rel_l2 {_g(o['rel_l2'])} "
-                              f"against float64 on its own inputs > {_g(o['limit'])}")
+                console.print(esc(f"  op {o['op']} in {o['module'] or '<model>'} (#{o['index']}): rel_l2 {_g(o['rel_l2'])} "
+                                  f"against float64 on its own inputs > {_g(o['limit'])}"))
         for n in fd.get("notes", []):
-            console.print(f"  note: {n}")
+            console.print(esc(f"  note: {n}"))
     for w in data["warnings"][:10]:
-        console.print(f"[yellow]warning[/]: {w}")
+        console.print("[yellow]warning[/]: " + esc(w))
     v = data["verdict"]
-    console.print(("[bold green]" if v["passed"] else "[bold red]") + v["text"] + "[/]")
+    console.print(("[bold green]" if v["passed"] else "[bold red]") + esc(v["text"]) + "[/]")
     return console.export_text()
 
 

@@ -1,0 +1,87 @@
+"""CLI contract of `npuport parity`: exit codes 0 / 1 / 2, one-line errors, formats, the JSON schema's fields."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from npuport.cli.main import cli
+
+from .conftest import SCEN, fault
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, ["parity", *args])
+
+
+def test_help_lists_subcommands():
+    r = run("--help")
+    assert r.exit_code == 0 and "record" in r.output and "compare" in r.output
+
+
+def test_pass_is_exit_0_and_json_schema(llama_config):
+    r = run("--ref", "cpu", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN, "--golden", "cpu64", "--format", "json", "--quiet")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["schema"] == "npuport.parity/1"
+    assert set(data) >= {"verdict", "entries", "first_divergence", "sides", "tolerances", "unmatched", "scenario", "warnings"}
+    assert data["verdict"]["passed"] and data["verdict"]["mode"] == "relative" and data["first_divergence"] is None
+    e = data["entries"][0]
+    assert set(e) >= {"key", "module", "call", "io", "leaf", "dtype", "shape", "metrics", "golden", "passed", "reason", "would_pass"}
+    assert set(e["metrics"]) >= {"max_abs", "max_rel", "rel_l2", "cosine", "rmse", "frac_over_rtol", "nan_mismatch", "inf_mismatch"}
+
+
+def test_divergence_is_exit_1_with_verdict_line(llama_config):
+    r = run("--ref", "cpu", "--dev", fault(), "--hf", llama_config, "--scenario", SCEN, "--quiet")
+    assert r.exit_code == 1
+    last = r.output.strip().splitlines()[-1]
+    assert last.startswith("DIVERGED") or "DIVERGED" in r.output
+    assert "first divergence: model.layers.1.mlp#0" in r.output and "aten::mul.Tensor" in r.output
+
+
+def test_record_then_compare_and_two_directories(llama_config, tmp_path, standin_npu):
+    ref = str(tmp_path / "ref")
+    r = run("record", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN, "--stats-only", "-o", ref, "--quiet")
+    assert r.exit_code == 0, r.output
+    r = run("compare", "--hf", llama_config, "--ref", ref, "--dev", "npu", "--golden", "cpu64", "--quiet")
+    assert r.exit_code == 0, r.output
+    assert "CPU stand-in, not a real NPU" in r.output
+    dev = str(tmp_path / "dev")
+    assert run("record", "--dev", "npu", "--hf", llama_config, "--scenario", SCEN, "--stats-only", "-o", dev, "--quiet").exit_code == 0
+    r = run("compare", "--ref", ref, "--dev", dev, "--format", "json", "--quiet")
+    assert r.exit_code == 0 and json.loads(r.output)["sides"][1]["device"]["standin"] is True
+    r = run("record", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN, "-o", ref, "--quiet")
+    assert r.exit_code == 2 and "already exists" in r.output
+
+
+@pytest.mark.parametrize("fmt, needle", [("markdown", "## Error per layer"), ("html", "<svg")])
+def test_markdown_and_html(llama_config, tmp_path, fmt, needle):
+    out = tmp_path / f"report.{'md' if fmt == 'markdown' else 'html'}"
+    r = run("--ref", "cpu", "--dev", fault(), "--hf", llama_config, "--scenario", SCEN, "-o", str(out), "--quiet", "--no-localize")
+    assert r.exit_code == 1
+    assert needle in out.read_text()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--ref", "cpu", "--dev", "cpu"], "needs the model"),
+    (["--ref", "cpu", "--dev", "tpu", "--hf", "x.json"], "unknown device 'tpu'"),
+    (["--ref", "cpu", "--dev", "cpu", "--hf", "missing.json"], "config file missing.json not found"),
+    (["--ref", "cpu", "--dev", "cpu", "--hf", "x.json", "--scenario", "warmup"], "unknown scenario"),
+    (["compare", "--ref", "cpu", "--dev", "cpu"], "is not a record directory"),
+    (["compare", "--ref", "./nope", "--dev", "cpu"], "artifact nope not found"),
+    (["record", "--dev", "cpu", "-o", "x"], "no model given"),
+])
+def test_usage_errors_are_exit_2_one_line(args, needle):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and "Traceback" not in r.output
+    assert len([ln for ln in r.output.splitlines() if ln.startswith("error:")]) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine has the device")
+def test_device_not_present_is_exit_2(llama_config):
+    r = run("--ref", "cuda", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN)
+    assert r.exit_code == 2 and "device 'cuda' is not present" in r.output

@@ -1,0 +1,56 @@
+"""Batched statistics equal per-tensor ones; samples, checksum and the one host copy."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from npuport.parity.stats import SAMPLE, StatsBatcher, sample_step, tensor_stats
+
+
+def test_values_and_samples():
+    t = torch.arange(200, dtype=torch.float32)
+    s = tensor_stats(t)
+    assert (s.count, s.min, s.max, s.sum) == (200, 0.0, 199.0, float(sum(range(200))))
+    assert abs(s.norm - math.sqrt(sum(i * i for i in range(200)))) < 1e-6 * s.norm  # accumulated in float32
+    assert s.mean == 99.5
+    step = sample_step(200)
+    assert s.sample == tuple(float(i * step) for i in range(SAMPLE))
+
+
+def test_short_and_empty_and_integer_and_bf16():
+    assert tensor_stats(torch.tensor([1.0, 2.0])).sample == (1.0, 2.0)
+    e = tensor_stats(torch.empty(0))
+    assert (e.count, e.sum, e.sample) == (0, 0.0, ())
+    i = tensor_stats(torch.tensor([[1, 2], [3, 4]]))
+    assert (i.min, i.max, i.sum) == (1.0, 4.0, 10.0)
+    b = tensor_stats(torch.tensor([1.5, -2.0], dtype=torch.bfloat16))
+    assert (b.min, b.max, b.sum) == (-2.0, 1.5, -0.5)
+    assert tensor_stats(torch.tensor([True, False, True])).sum == 2.0
+
+
+def test_checksum_is_of_the_bytes():
+    a = torch.randn(1000)
+    assert tensor_stats(a).checksum == tensor_stats(a.clone()).checksum
+    b = a.clone()
+    b[500] = torch.nextafter(b[500], torch.tensor(10.0))  # one ulp
+    assert tensor_stats(b).checksum != tensor_stats(a).checksum
+
+
+def test_batched_equals_single_and_flags_mutation():
+    torch.manual_seed(0)
+    ts = [torch.randn(3, 50), torch.randn(150), torch.randn(7).to(torch.bfloat16), torch.randn(0), torch.randn(3, 50)]
+    batch = StatsBatcher(budget_bytes=1000)  # forces one intermediate flush
+    for i, t in enumerate(ts):
+        batch.add(i, t)
+    ts[4].mul_(2)  # changed in place after capture, before its flush
+    out = batch.finish()
+    for i in range(4):
+        assert out[i] == tensor_stats(ts[i])
+    assert out[4].mutated and not out[0].mutated
+
+
+def test_nonfinite_flag():
+    assert tensor_stats(torch.tensor([1.0, float("inf")])).nonfinite
+    assert not tensor_stats(torch.tensor([1.0, 2.0])).nonfinite
