@@ -85,7 +85,6 @@ def validate(where: str = "cuda", gemm_n: int = 8192, copy_bytes: int = 4 << 30,
         fn = (lambda: torch.mm(ts[0], ts[1])) if case.op == "aten::mm" else (lambda: ts[0].copy_(ts[1]))
         events = _events_median(fn, where)
         triton = _do_bench(fn, where)
-        ref = triton if triton is not None else events
         harness = res.median_s
         row = {
             "case": case.label, "harness_s": harness, "do_bench_s": triton, "events_s": events, "error": res.error,

@@ -261,10 +261,22 @@ def evaluate(
             group[1] = (group[1] or 0.0) + share
 
     site_rules = [r for r in rules if r.scope == "sites"]
+    by_op: dict[str, list[Rule]] = {}  # the op filters depend on the op name alone: decide them once per op
+
+    def candidates(site: Site) -> list[Rule]:
+        got = by_op.get(site.op)
+        if got is None:
+            base = site.name
+            got = by_op[site.op] = [
+                r for r in site_rules
+                if (not r.ops or _op_matches(r.ops, site.op, base)) and not (r.exclude_ops and _op_matches(r.exclude_ops, site.op, base))
+            ]
+        return got
+
     for scenario, trace in traces.items():
         ctx = Context(chip, torch_npu, reproducibility, trace, traces)
         for site in iter_sites(trace):
-            for rule in site_rules:
+            for rule in candidates(site):
                 detail = site_hit(rule, site, ctx)
                 if detail is not None:
                     add(rule, scenario, trace, site, detail)
