@@ -8,12 +8,13 @@ name and versions, so a report never claims a real NPU ran.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import subprocess
 import types
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -184,6 +185,22 @@ class NpuDevice(Device):
 
     def memory_peak(self) -> int | None:
         return _call(self._npu().npu, "max_memory_allocated")
+
+
+@contextlib.contextmanager
+def preserved_numerics() -> Iterator[None]:
+    """Restore torch's global numerics flags afterwards, so a parity run inside a bigger program (or a test
+    session) does not leave deterministic mode or TF32 settings behind."""
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+             torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        torch.set_float32_matmul_precision(saved[2])
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[3], saved[4]
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved[5], saved[6]
 
 
 def parse_device(spec: str) -> Device:

@@ -69,6 +69,7 @@ def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format (default: from -o's extension, else text)."),
         click.option("-o", "--output", metavar="FILE", help="Write the report to FILE."),
         click.option("--force", is_flag=True, help="Allow -o to replace an existing file."),
+        click.option("--save-json", metavar="FILE", help="Also write the JSON report to FILE (whatever --format is)."),
         click.option("--top", default=25, show_default=True, help="Rows in the text table (0: all)."),
     ]
     for opt in reversed(opts):
@@ -143,6 +144,8 @@ def _compare(ref: str, dev: str, kw: dict[str, Any], model_required: bool) -> No
         text = render_html(data)
     else:
         text = render_text(data, top=kw["top"])
+    if kw["save_json"]:
+        write_output(kw["save_json"], json.dumps(data, indent=1, allow_nan=False) + "\n", kw["force"])
     if kw["output"]:
         write_output(kw["output"], text, kw["force"])
         if not kw["quiet"]:

@@ -13,14 +13,14 @@ import fnmatch
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from npuport.parity.modes import OpTap
 from npuport.parity.stats import Stats, StatsBatcher, tensor_stats
-from npuport.parity.tree import leaf_paths, to_spec
+from npuport.parity.tree import flatten, leaf_paths, to_spec
 from npuport.trace.naming import op_name
 
 ROOT = "<model>"
@@ -30,10 +30,10 @@ def call_key(path: str, call: int) -> str:
     return f"{path or ROOT}#{call}"
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One captured tensor. io: in / out (module), op (an aten op's output), grad_out (gradient of a module
-    output), grad (a parameter's gradient). `order` is the execution order of the event that completed it."""
+    output), grad (a parameter's gradient). `order` is the execution order of the event that completed it.
+    A NamedTuple because thousands are made inside a forward pass."""
 
     key: str
     module: str
@@ -94,6 +94,14 @@ class Capture:
         return {e.key: e for e in self.entries}
 
 
+_NO_MODES = contextlib.nullcontext()
+
+
+def _modes_off() -> Any:
+    """Hooks run their own torch ops outside the dispatch modes (faults, op tap); skipped when none is active."""
+    return _disable_current_modes() if torch._C._len_torch_dispatch_stack() else _NO_MODES
+
+
 class ModuleStack:
     """Which module call is running: pre-hook pushes (path, call index), hook pops. Read by capture and faults."""
 
@@ -126,13 +134,13 @@ class ModuleStack:
         self.counts[path] = call + 1
         self.stack.append((path, call))
         if self.on_enter:
-            with _disable_current_modes():
+            with _modes_off():
                 self.on_enter(path, call, args, kwargs)
 
     def _post(self, mod: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         path, call = self.stack.pop() if self.stack else (self.names[mod], 0)
         if self.on_exit:
-            with _disable_current_modes():
+            with _modes_off():
                 self.on_exit(path, call, output)
 
 
@@ -142,10 +150,13 @@ class Recorder:
         self.stack = stack
         self.batcher = StatsBatcher(opts.budget_bytes)
         self.full: dict[int, torch.Tensor] = {}
-        self.entries: list[Entry] = []
+        self.raw: list[tuple[Any, ...]] = []
         self.calls: dict[str, dict[str, Any]] = {}
-        self.pending_inputs: dict[str, list[tuple[str, torch.Tensor, int]]] = {}
-        self.module_sequence: list[str] = []
+        self.pending_inputs: dict[tuple[str, int], list[tuple[str, torch.Tensor, int]]] = {}
+        self.module_sequence: list[tuple[str, int]] = []
+        self._keep_cache: dict[str, bool] = {}
+        self.stats_mode = opts.mode == "stats"
+        self.backward = opts.backward
         self.op_sequence: list[str] = []
         self.op_counts: dict[tuple[str, str], int] = {}
         self.seen: dict[int, tuple[Any, int, int]] = {}
@@ -155,7 +166,11 @@ class Recorder:
         stack.on_enter, stack.on_exit = self.enter, self.exit
 
     def _keep(self, path: str) -> bool:
-        return self.opts.mode == "full" or any(fnmatch.fnmatchcase(path, p) for p in self.opts.keep)
+        keep = self._keep_cache.get(path)
+        if keep is None:
+            keep = self.opts.mode == "full" or any(fnmatch.fnmatchcase(path, p) for p in self.opts.keep)
+            self._keep_cache[path] = keep
+        return keep
 
     def blob(self, t: torch.Tensor, full: bool) -> int:
         hit = self.seen.get(id(t))
@@ -163,45 +178,59 @@ class Recorder:
             if full and hit[2] not in self.full:
                 self.full[hit[2]] = t.detach().to("cpu", copy=True)
             return hit[2]
-        blob, self.next_blob = self.next_blob, self.next_blob + 1
+        blob = self.next_blob
+        self.next_blob += 1
         self.seen[id(t)] = (weakref.ref(t), t._version, blob)
         if full:
             self.full[blob] = t.detach().to("cpu", copy=True)
-        if self.opts.mode == "stats":
+        if self.stats_mode:
             self.batcher.add(blob, t)
         return blob
 
-    def _add(self, path: str, call: int, io: str, leaf: str, t: torch.Tensor, blob: int, op: str | None = None,
-             key: str | None = None) -> None:
-        key = key or f"{call_key(path, call)}:{io}{leaf}"
-        self.entries.append(Entry(key, path, call, io, leaf, tuple(t.shape), str(t.dtype).removeprefix("torch."),
-                                  blob, self.seq, op))
-
     def enter(self, path: str, call: int, args: tuple, kwargs: dict) -> None:
-        spec, tensors = to_spec({"args": args, "kwargs": kwargs})
-        full = self._keep(path)
-        blobs = [self.blob(t, full) for t in tensors]
-        self.calls[call_key(path, call)] = {"spec": spec, "blobs": blobs}
-        self.pending_inputs[call_key(path, call)] = [(leaf, tensors[i], blobs[i]) for leaf, i in leaf_paths(spec)]
+        full = self._keep_cache.get(path)
+        if full is None:
+            full = self._keep(path)
+        if full:  # replayable: keep the call's structure too
+            spec, tensors = to_spec({"args": args, "kwargs": kwargs})
+            blobs = [self.blob(t, True) for t in tensors]
+            self.calls[call_key(path, call)] = {"spec": spec, "blobs": blobs}
+            self.pending_inputs[(path, call)] = [(leaf, tensors[i], blobs[i]) for leaf, i in leaf_paths(spec)]
+            return
+        leaves: list[tuple[str, torch.Tensor]] = []
+        if len(args) == 1 and type(args[0]) is torch.Tensor:  # the common case, without the generic walk
+            leaves.append((".args[0]", args[0]))
+        else:
+            flatten(args, ".args", leaves)
+        if kwargs:
+            flatten(kwargs, ".kwargs", leaves)
+        blob = self.blob
+        self.pending_inputs[(path, call)] = [(leaf, t, blob(t, False)) for leaf, t in leaves]
 
     def exit(self, path: str, call: int, output: Any) -> None:
         self.seq += 1
-        ck = call_key(path, call)
-        for leaf, t, blob in self.pending_inputs.pop(ck, []):
-            self._add(path, call, "in", leaf, t, blob)
-        spec, tensors = to_spec(output)
-        full = self._keep(path)
-        for leaf, i in leaf_paths(spec):
-            t = tensors[i]
-            self._add(path, call, "out", leaf, t, self.blob(t, full))
-            if self.opts.backward and t.requires_grad:
+        seq = self.seq
+        raw = self.raw
+        for leaf, t, blob in self.pending_inputs.pop((path, call), ()):
+            raw.append((None, path, call, "in", leaf, t.shape, t.dtype, blob, seq, None))
+        full = self._keep_cache.get(path)
+        if full is None:
+            full = self._keep(path)
+        if type(output) is torch.Tensor:
+            leaves = [("", output)]
+        else:
+            leaves = []
+            flatten(output, "", leaves)
+        for leaf, t in leaves:
+            raw.append((None, path, call, "out", leaf, t.shape, t.dtype, self.blob(t, full), seq, None))
+            if self.backward and t.requires_grad:
                 t.register_hook(self._grad_hook(path, call, leaf))
-        self.module_sequence.append(ck)
+        self.module_sequence.append((path, call))
 
     def _grad_hook(self, path: str, call: int, leaf: str) -> Callable[[torch.Tensor], None]:
         def hook(g: torch.Tensor) -> None:
             self.seq += 1
-            self._add(path, call, "grad_out", leaf, g, self.blob(g, self._keep(path)))
+            self.raw.append((None, path, call, "grad_out", leaf, g.shape, g.dtype, self.blob(g, self._keep(path)), self.seq, None))
         return hook
 
     def on_op(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
@@ -213,60 +242,99 @@ class Recorder:
         if not self.opts.ops:
             return
         path, call = self.stack.stack[-1] if self.stack.stack else ("", 0)
-        n = self.op_counts.get((call_key(path, call), name), 0)
-        self.op_counts[(call_key(path, call), name)] = n + 1
+        ck = call_key(path, call)
+        n = self.op_counts.get((ck, name), 0)
+        self.op_counts[(ck, name)] = n + 1
         self.seq += 1
-        spec, tensors = to_spec(out)
+        leaves: list[tuple[str, torch.Tensor]] = []
+        flatten(out, "", leaves)
         full = self._keep(path)
-        for leaf, i in leaf_paths(spec):
-            key = f"{call_key(path, call)}/{name}#{n}:out{leaf}"
-            self._add(path, call, "op", leaf, tensors[i], self.blob(tensors[i], full), op=name, key=key)
+        for leaf, t in leaves:
+            self.raw.append((f"{ck}/{name}#{n}:out{leaf}", path, call, "op", leaf, t.shape, t.dtype, self.blob(t, full), self.seq, name))
 
     def param_grads(self, root: torch.nn.Module) -> None:
         for name, p in root.named_parameters():
             if p.grad is not None:
                 self.seq += 1
                 module = name.rpartition(".")[0]
-                self._add(module, 0, "grad", "", p.grad, self.blob(p.grad, self._keep(module)), key=f"param:{name}:grad")
+                g = p.grad
+                self.raw.append((f"param:{name}:grad", module, 0, "grad", "", g.shape, g.dtype, self.blob(g, self._keep(module)), self.seq, None))
 
-    def finish(self, warns: list[str]) -> Capture:
-        stats = self.batcher.finish() if self.opts.mode == "stats" else {}
+    def entries(self) -> list[Entry]:
+        """Built after the forward (while the device still runs it): keys and dtype names are made here."""
+        names: dict[Any, str] = {}
+        out = []
+        for key, path, call, io, leaf, shape, dtype, blob, seq, op in self.raw:
+            d = names.get(dtype)
+            if d is None:
+                d = names[dtype] = str(dtype).removeprefix("torch.")
+            out.append(Entry(key or f"{path or ROOT}#{call}:{io}{leaf}", path, call, io, leaf, tuple(shape), d, blob, seq, op))
+        return out
+
+    def finish(self, warns: list[str], synchronize: Callable[[], None]) -> Capture:
+        entries = self.entries()  # host-side work first, overlapping the device's queue
+        mods = [call_key(p, c) for p, c in self.module_sequence]
         ops = self.op_sequence if (self.opts.op_sequence or self.opts.ops) else None
-        return Capture(self.opts.mode, self.entries, self.full, stats, self.calls, self.module_sequence, ops, warns)
+        stats = self.batcher.finish() if self.stats_mode else {}
+        synchronize()
+        return Capture(self.opts.mode, entries, self.full, stats, self.calls, mods, ops, warns)
+
+
+class Capturer:
+    """Hooks attached once, any number of captured steps (a training loop capturing every step pays the hook
+    registration once). `modes(stack)` gives the device's dispatch modes (faults, float64), entered innermost
+    first; the op tap goes on top so it sees what they produced."""
+
+    def __init__(self, root: torch.nn.Module, opts: CaptureOptions, modes: Callable[[ModuleStack], list[Any]],
+                 synchronize: Callable[[], None], loss_of: Callable[[Any], torch.Tensor] | None = None) -> None:
+        self.root, self.opts, self.modes, self.synchronize, self.loss_of = root, opts, modes, synchronize, loss_of
+        self.stack = ModuleStack(root)
+        self._attached: Any = None
+
+    def __enter__(self) -> "Capturer":
+        self._attached = self.stack.attached()
+        self._attached.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._attached.__exit__(*exc)
+
+    def step(self, args: tuple, kwargs: dict) -> Capture:
+        opts, root = self.opts, self.root
+        self.stack.stack, self.stack.counts = [], {}
+        rec = Recorder(self.stack, opts)
+        tap = OpTap(rec.on_op) if (opts.ops or opts.op_sequence) else None
+        hits: list[Any] = []
+        if opts.backward:
+            root.zero_grad(set_to_none=True)  # the CPU model may be shared by two sides: never accumulate across runs
+        with warnings.catch_warnings(record=True) as caught, contextlib.ExitStack() as es:
+            warnings.simplefilter("always")
+            for mode in self.modes(self.stack):
+                hits.append(es.enter_context(mode))
+            if tap is not None:
+                es.enter_context(tap)
+            grad = contextlib.nullcontext() if opts.backward else torch.no_grad()
+            with grad:
+                out = root(*args, **kwargs)
+                if opts.backward:
+                    if self.loss_of is None:
+                        raise RuntimeError("backward capture needs a loss")
+                    rec.in_backward = True
+                    self.loss_of(out).backward()
+        if opts.backward:
+            rec.param_grads(root)
+        cap = rec.finish(_warning_lines(caught), self.synchronize)
+        faults = [m for m in hits if hasattr(m, "hits")]
+        cap.fault_hits = faults[0].hits if faults else None
+        return cap
 
 
 def run_capture(root: torch.nn.Module, args: tuple, kwargs: dict, opts: CaptureOptions,
                 modes: Callable[[ModuleStack], list[Any]], synchronize: Callable[[], None],
                 loss_of: Callable[[Any], torch.Tensor] | None = None) -> Capture:
-    """One captured step. `modes(stack)` gives the device's dispatch modes (faults, float64), entered innermost
-    first; the op tap goes on top so it sees what they produced."""
-    stack = ModuleStack(root)
-    rec = Recorder(stack, opts)
-    tap = OpTap(rec.on_op) if (opts.ops or opts.op_sequence) else None
-    hits: list[Any] = []
-    if opts.backward:
-        root.zero_grad(set_to_none=True)  # the CPU model may be shared by two sides: never accumulate across runs
-    with warnings.catch_warnings(record=True) as caught, stack.attached(), contextlib.ExitStack() as es:
-        warnings.simplefilter("always")
-        for mode in modes(stack):
-            hits.append(es.enter_context(mode))
-        if tap is not None:
-            es.enter_context(tap)
-        grad = contextlib.nullcontext() if opts.backward else torch.no_grad()
-        with grad:
-            out = root(*args, **kwargs)
-            if opts.backward:
-                if loss_of is None:
-                    raise RuntimeError("backward capture needs a loss")
-                rec.in_backward = True
-                loss_of(out).backward()
-    if opts.backward:
-        rec.param_grads(root)
-    synchronize()
-    cap = rec.finish(_warning_lines(caught))
-    faults = [m for m in hits if hasattr(m, "hits")]
-    cap.fault_hits = faults[0].hits if faults else None
-    return cap
+    """One captured step."""
+    with Capturer(root, opts, modes, synchronize, loss_of) as cap:
+        return cap.step(args, kwargs)
 
 
 def _warning_lines(caught: list[warnings.WarningMessage]) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 
 import npuport
-from npuport.devices import Device, NumericsPolicy, parse_device
+from npuport.devices import Device, NumericsPolicy, parse_device, preserved_numerics
 from npuport.errors import NpuportError
 from npuport.parity.artifact import Artifact, check_writable, load_artifact, save_artifact
 from npuport.parity.capture import Capture, CaptureOptions
@@ -110,6 +110,12 @@ def _seq_hash(items: list[str] | None) -> str | None:
 
 
 def record(target: Target, device: str, opts: RunOptions, out_dir: str, force: bool = False, progress: Progress = None) -> Path:
+    """Run MODEL on `device` and write the artifact to `out_dir` (atomically)."""
+    with preserved_numerics():
+        return _record(target, device, opts, out_dir, force, progress)
+
+
+def _record(target: Target, device: str, opts: RunOptions, out_dir: str, force: bool, progress: Progress) -> Path:
     check_writable(out_dir, force)
     dev = parse_device(device)
     dev.check_present()
@@ -143,6 +149,13 @@ def nondeterminism_notes(cap: Capture, dev: Device) -> list[str]:
 def run_parity(ref: str, dev: str, target: Target | None, opts: RunOptions, golden: str | None = None,
                tolerances: Tolerances | None = None, localize: bool = True, allow_unmatched: bool = False,
                progress: Progress = None) -> ParityResult:
+    """Compare `dev` against `ref` (each a device spec or an artifact directory), optionally with a golden."""
+    with preserved_numerics():
+        return _run_parity(ref, dev, target, opts, golden, tolerances, localize, allow_unmatched, progress)
+
+
+def _run_parity(ref: str, dev: str, target: Target | None, opts: RunOptions, golden: str | None,
+                tolerances: Tolerances | None, localize: bool, allow_unmatched: bool, progress: Progress) -> ParityResult:
     tols = tolerances or load_tolerances()
     specs = [("ref", ref), ("dev", dev)] + ([("golden", golden)] if golden else [])
     arts: dict[str, Artifact] = {}

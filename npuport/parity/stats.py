@@ -101,13 +101,13 @@ class StatsBatcher:
         self._mutated: set[int] = set()
 
     def add(self, blob: int, t: torch.Tensor) -> None:
-        t = t.detach()
-        self._pending.append((blob, t, t._version))
+        self._pending.append((blob, t, t._version))  # no detach here (a new tensor object per call): flush runs under no_grad
         self._numel[blob] = t.numel()
         self._pending_bytes += t.numel() * t.element_size()
         if self._pending_bytes >= self.budget:
             self.flush()
 
+    @torch.no_grad()
     def flush(self) -> None:
         groups: dict[tuple[Any, ...], list[tuple[int, torch.Tensor]]] = {}
         for blob, t, version in self._pending:
@@ -125,6 +125,16 @@ class StatsBatcher:
         if not self._parts:
             return {}
         ids = [b for blobs, _ in self._parts for b in blobs]
-        host = torch.cat([p for _, p in self._parts]).cpu()  # the one device -> host copy
+        devices = {p.device for _, p in self._parts}
+        if len(devices) == 1:
+            host = torch.cat([p for _, p in self._parts]).cpu()  # the one device -> host copy
+        else:  # a model spread over devices: one copy per device
+            host = torch.cat([p.cpu() for _, p in self._parts])
         self._parts = []
-        return {b: _unpack(host[i], self._numel[b], b in self._mutated) for i, b in enumerate(ids)}
+        floats = host[:, : _FIELDS + SAMPLE].contiguous().view(torch.float64).tolist()
+        checks = host[:, -1].tolist()
+        out = {}
+        for i, b in enumerate(ids):
+            f, n = floats[i], self._numel[b]
+            out[b] = Stats(n, f[0], f[1], f[2], f[3], checks[i], tuple(f[_FIELDS: _FIELDS + min(n, SAMPLE)]), b in self._mutated)
+        return out

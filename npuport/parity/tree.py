@@ -30,6 +30,26 @@ def leaf_paths(spec: Spec, prefix: str = "") -> Iterator[tuple[str, int]]:
             yield from leaf_paths(value, f"{prefix}[{i}]")
 
 
+def flatten(obj: Any, prefix: str, out: list[tuple[str, torch.Tensor]]) -> None:
+    """Append (leaf path, tensor) for every tensor in `obj`: the same paths as leaf_paths(to_spec(obj)), in one
+    pass and without building a spec (this runs in every module hook)."""
+    if isinstance(obj, torch.Tensor):
+        out.append((prefix, obj))
+    elif isinstance(obj, (tuple, list)):
+        for i, value in enumerate(obj):
+            if isinstance(value, torch.Tensor):
+                out.append((f"{prefix}[{i}]", value))
+            elif value is not None and not isinstance(value, (bool, int, float, str)):
+                flatten(value, f"{prefix}[{i}]", out)
+    elif isinstance(obj, Mapping):
+        for key, value in obj.items():
+            if value is not None and not isinstance(value, (bool, int, float, str)):
+                flatten(value, f"{prefix}.{key}", out)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            flatten(getattr(obj, f.name), f"{prefix}.{f.name}", out)
+
+
 def opaque_types(obj: Any) -> list[str]:
     """Type names of non-tensor, non-scalar objects (a KV cache object, say) that a spec cannot hold."""
     found: list[str] = []

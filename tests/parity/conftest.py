@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -69,4 +68,3 @@ def fault(op: str = "aten::mul.Tensor", module: str = "model.layers.1.mlp", scal
 
 
 SCEN = "prefill:batch=1,seq=16"
-Path  # re-exported for tests

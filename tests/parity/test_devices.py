@@ -48,3 +48,12 @@ def test_standin_npu_code_path(standin_npu):
     assert ("manual_seed_all", 3) in calls
     v = dev.versions()
     assert v["standin"] is True and v["torch_npu"] == "standin"
+
+
+def test_parity_run_restores_global_numerics(llama_config):
+    from npuport.parity.run import run_parity
+    from npuport.parity.session import RunOptions, Target
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision())
+    assert run_parity("cpu", "cpu", Target(hf_config=llama_config), RunOptions(scenario="prefill:batch=1,seq=8"))
+    assert (torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision()) == before

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Parity capture overhead, artifact size and compare throughput.
+
+Target (issue 6): `--stats-only` capture at most 1.3x a plain forward at batch 1 x 2048 tokens on a ~1B-parameter
+config (TinyLlama-1.1B shape, bf16, forward only) on the GPU. Each variant is timed as the median of --repeats
+passes after --warmup passes (host clock around device synchronize), all in one process, plain forward
+re-measured between variants so ratios compare like with like.
+
+Usage: python scripts/bench_parity.py [--device cuda] [--config examples/configs/tinyllama-1.1b.json]
+       [--dtype bfloat16] [--seq 2048] [--json OUT.json] [--scratch DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from npuport.devices import parse_device  # noqa: E402
+from npuport.parity.capture import Capturer, CaptureOptions, run_capture  # noqa: E402
+from npuport.parity.compare import compare  # noqa: E402
+from npuport.parity.run import record  # noqa: E402
+from npuport.parity.session import RunOptions, Target, device_inputs, modes_for, place, prepare  # noqa: E402
+from npuport.parity.tolerances import load_tolerances  # noqa: E402
+
+
+def timed(fn: Callable[[], Any], sync: Callable[[], None], warmup: int, repeats: int) -> dict[str, Any]:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return {"median_ms": statistics.median(times) * 1e3, "all_ms": [round(t * 1e3, 2) for t in times]}
+
+
+def naive_stats(module: torch.nn.Module) -> Callable[[], None]:
+    """The baseline from facts/parity-anchors.md: a hook per module, .float() then 4 reductions per tensor."""
+    out: list[torch.Tensor] = []
+
+    def hook(mod: Any, args: Any, result: Any) -> None:
+        ts = [result] if isinstance(result, torch.Tensor) else [t for t in (result if isinstance(result, tuple) else getattr(result, "values", lambda: [])()) if isinstance(t, torch.Tensor)]
+        for t in ts:
+            f = t.float()
+            out.append(torch.stack([f.amin(), f.amax(), f.mean(), f.norm()]))
+    handles = [m.register_forward_hook(hook) for m in module.modules()]
+
+    def finish() -> None:
+        if out:
+            torch.stack(out).cpu()
+        out.clear()
+    finish.handles = handles  # type: ignore[attr-defined]
+    return finish
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--config", default=str(ROOT / "examples" / "configs" / "tinyllama-1.1b.json"))
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--compare-seq", type=int, default=512, help="sequence length of the full captures used for compare throughput")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--scratch", help="folder for artifacts (default: a temp dir, removed)")
+    args = ap.parse_args()
+
+    dev = parse_device(args.device)
+    dev.check_present()
+    target = Target(hf_config=args.config, dtype=args.dtype)
+    opts = RunOptions(scenario=f"prefill:batch=1,seq={args.seq}")
+    t0 = time.perf_counter()
+    prep = prepare(target, opts)
+    build_s = time.perf_counter() - t0
+    dev.set_numerics_policy(opts.policy)
+    module = place(prep, dev)
+    inputs = device_inputs(prep.inputs, dev)
+    a, kw = inputs["args"], inputs["kwargs"]
+    res: dict[str, Any] = {"device": dev.versions(), "config": Path(args.config).name, "dtype": args.dtype, "seq": args.seq,
+                           "parameters": prep.lm.parameters, "build_s": build_s, "variants": {}}
+
+    def plain() -> None:
+        with torch.no_grad():
+            module(*a, **kw)
+
+    def capture(**o: Any) -> Callable[[], Any]:
+        """One-shot: hooks attached and removed around the step (what `parity record` does once)."""
+        co = CaptureOptions(**o)
+        return lambda: run_capture(module, a, kw, co, modes_for(dev), dev.synchronize)
+
+    def steady(**o: Any) -> Callable[[], Any]:
+        """Per step with hooks attached once (capturing every step of a loop)."""
+        return lambda: STEADY[0].step(a, kw)
+
+    STEADY: list[Any] = []
+    variants: list[tuple[str, Callable[[], Any], dict[str, Any] | None]] = [
+        ("stats_only", steady(), {"mode": "stats", "op_sequence": False}),
+        ("stats_only_one_shot", capture(mode="stats", op_sequence=False), None),
+        ("stats_only_op_sequence", steady(), {"mode": "stats", "op_sequence": True}),
+        ("stats_only_ops", steady(), {"mode": "stats", "ops": True, "op_sequence": True}),
+    ]
+    for name, fn, persistent in variants:
+        base = timed(plain, dev.synchronize, args.warmup, args.repeats)
+        holder = Capturer(module, CaptureOptions(**persistent), modes_for(dev), dev.synchronize) if persistent else None
+        if holder is not None:
+            holder.__enter__()
+            STEADY[:] = [holder]
+        try:
+            got = timed(fn, dev.synchronize, args.warmup, args.repeats)
+        finally:
+            if holder is not None:
+                holder.__exit__(None, None, None)
+        res["variants"][name] = {"plain_ms": base["median_ms"], "capture_ms": got["median_ms"],
+                                 "ratio": got["median_ms"] / base["median_ms"], "all_ms": got["all_ms"]}
+        print(f"{name:26s} plain {base['median_ms']:8.2f} ms  capture {got['median_ms']:8.2f} ms  ratio {got['median_ms'] / base['median_ms']:.2f}x", flush=True)
+    finish = naive_stats(module)
+
+    def naive() -> None:
+        with torch.no_grad():
+            module(*a, **kw)
+        finish()
+    got = timed(naive, dev.synchronize, args.warmup, args.repeats)
+    for h in finish.handles:  # type: ignore[attr-defined]
+        h.remove()
+    base = timed(plain, dev.synchronize, args.warmup, args.repeats)
+    res["variants"]["naive_per_tensor_stats"] = {"plain_ms": base["median_ms"], "capture_ms": got["median_ms"], "ratio": got["median_ms"] / base["median_ms"]}
+    print(f"{'naive_per_tensor_stats':26s} plain {base['median_ms']:8.2f} ms  capture {got['median_ms']:8.2f} ms  ratio {got['median_ms'] / base['median_ms']:.2f}x", flush=True)
+    cap = capture(mode="stats", op_sequence=False)()
+    res["stats_entries"] = len(cap.entries)
+    res["stats_blobs"] = len(cap.stats)
+    res["peak_device_bytes"] = dev.memory_peak()
+
+    scratch = Path(args.scratch) if args.scratch else Path(tempfile.mkdtemp(prefix="npuport-bench-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        t0 = time.perf_counter()
+        path = record(target, args.device, RunOptions(scenario=f"prefill:batch=1,seq={args.seq}", capture=CaptureOptions(mode="stats", op_sequence=True)),
+                      str(scratch / "stats_ref"), force=True)
+        res["record_stats_s"] = time.perf_counter() - t0
+        res["artifact_stats_bytes"] = sum(p.stat().st_size for p in path.iterdir())
+        # full captures at a shorter sequence: the D2H copy of every activation is the point of this number
+        short = RunOptions(scenario=f"prefill:batch=1,seq={args.compare_seq}")
+        sp = prepare(target, short)
+        si = device_inputs(sp.inputs, dev)
+        full = CaptureOptions(mode="full", op_sequence=False)
+        t0 = time.perf_counter()
+        c1 = run_capture(module, si["args"], si["kwargs"], full, modes_for(dev), dev.synchronize)
+        res["full_capture_s"] = time.perf_counter() - t0
+        c2 = run_capture(module, si["args"], si["kwargs"], full, modes_for(dev), dev.synchronize)
+        nbytes = sum(t.numel() * t.element_size() for t in c1.full.values())
+        tols = load_tolerances()
+        t0 = time.perf_counter()
+        comp = compare(c1, c2, tols)
+        secs = time.perf_counter() - t0
+        res["compare_full"] = {"seq": args.compare_seq, "bytes_per_side": nbytes, "seconds": secs, "GB_per_s": 2 * nbytes / secs / 1e9,
+                               "entries": len(comp.results), "passed": bool(comp)}
+        st = capture(mode="stats", op_sequence=False)()
+        t0 = time.perf_counter()
+        comp = compare(cap, st, tols)
+        secs = time.perf_counter() - t0
+        res["compare_stats"] = {"entries": len(comp.results), "seconds": secs, "entries_per_s": len(comp.results) / secs}
+        print(f"record --stats-only {res['record_stats_s']:.1f} s, artifact {res['artifact_stats_bytes'] / 2**20:.2f} MiB; "
+              f"full capture at seq {args.compare_seq}: {nbytes / 2**30:.2f} GiB in {res['full_capture_s']:.2f} s; "
+              f"compare full {res['compare_full']['GB_per_s']:.2f} GB/s, stats {res['compare_stats']['entries_per_s']:.0f} entries/s", flush=True)
+    finally:
+        if not args.scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    target_ok = res["variants"]["stats_only"]["ratio"] <= 1.3
+    res["target"] = {"stats_only_ratio_max": 1.3, "met": target_ok}
+    print(f"stats-only overhead {res['variants']['stats_only']['ratio']:.2f}x (target <= 1.3x): {'met' if target_ok else 'NOT met'}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
