@@ -78,8 +78,8 @@ for gqa, kv, dtype, mask in variants:
         r = bench_case(case, where, clock, opts, chip, int(dev.free_memory(where) * 0.5), sync)
         kc = r.kernel_check
         rows.append({"variant": label, "median_s": r.median_s, "tflops": (case.flops / r.median_s / 1e12) if r.median_s else None,
-                     "verdict": kc.verdict if kc else None, "path": kc.path if kc else None, "kernel": kc.kernel if kc else None,
-                     "kernels": list(kc.kernels[:5]) if kc else [], "message": kc.message if kc else r.error,
+                     "verdict": kc.verdict if kc is not None else None, "path": kc.path if kc is not None else None, "kernel": kc.kernel if kc is not None else None,
+                     "kernels": list(kc.kernels[:5]) if kc is not None else [], "message": kc.message if kc is not None else r.error,
                      "candidates": [c.to_json() for c in r.candidates], "error": r.error})
     except Exception as exc:  # one variant failing must not hide the others
         rows.append({"variant": label, "error": f"{type(exc).__name__}: {exc}"})

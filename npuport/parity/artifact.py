@@ -84,7 +84,15 @@ def _save(folder: Path, name: str, tensors: dict[str, torch.Tensor], files: dict
     if not tensors:
         return
     path = folder / name
-    save_file({k: v.detach().cpu().contiguous().clone() if _shares(v) else v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for k, v in tensors.items():
+        v = v.detach().cpu().contiguous()
+        ptr = v.untyped_storage().data_ptr()
+        # safetensors refuses tensors sharing memory (tied embeddings: wte.weight is lm_head.weight): copy repeats
+        out[k] = v.clone() if _shares(v) or ptr in seen else v
+        seen.add(ptr)
+    save_file(out, str(path))
     os.chmod(path, 0o644)
     files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
 

@@ -105,3 +105,17 @@ def test_regenerated_weights_must_match(llama_config, tmp_path):
     (path / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(NpuportError, match="weights regenerated from the seed differ"):
         run_parity(str(path), "cpu", Target(hf_config=llama_config), RunOptions())
+
+
+def test_tied_weights_are_saved(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from npuport.parity.artifact import _save
+
+    w = torch.randn(4, 3)
+    files: dict = {}
+    _save(tmp_path, "weights.safetensors", {"wte.weight": w, "lm_head.weight": w}, files)
+    back = load_file(str(tmp_path / "weights.safetensors"))
+    assert torch.equal(back["wte.weight"], w) and torch.equal(back["lm_head.weight"], w)
+    assert files["weights.safetensors"]["bytes"] > 0
