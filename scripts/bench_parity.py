@@ -32,7 +32,28 @@ from npuport.parity.capture import Capturer, CaptureOptions, run_capture  # noqa
 from npuport.parity.compare import compare  # noqa: E402
 from npuport.parity.run import record  # noqa: E402
 from npuport.parity.session import RunOptions, Target, device_inputs, modes_for, place, prepare  # noqa: E402
+from npuport.parity.stats import StatsBatcher, StatsTable  # noqa: E402
 from npuport.parity.tolerances import load_tolerances  # noqa: E402
+
+
+def paired(plain: Callable[[], Any], fn: Callable[[], Any], sync: Callable[[], None], warmup: int, repeats: int) -> dict[str, Any]:
+    """Plain forward and captured step alternated, `repeats` pairs: each pair sees the same machine state (clocks,
+    other tenants), so the median of the pairs' ratios is robust to drift that separate runs would fold in."""
+    for _ in range(warmup):
+        plain()
+        fn()
+    ps, cs = [], []
+    for _ in range(repeats):
+        for f, into in ((plain, ps), (fn, cs)):
+            sync()
+            t0 = time.perf_counter()
+            f()
+            sync()
+            into.append(time.perf_counter() - t0)
+    ratios = [c / p for p, c in zip(ps, cs)]
+    return {"plain_ms": statistics.median(ps) * 1e3, "capture_ms": statistics.median(cs) * 1e3,
+            "ratio": statistics.median(ratios), "ratio_of_medians": statistics.median(cs) / statistics.median(ps),
+            "plain_all_ms": [round(t * 1e3, 2) for t in ps], "capture_all_ms": [round(t * 1e3, 2) for t in cs]}
 
 
 def timed(fn: Callable[[], Any], sync: Callable[[], None], warmup: int, repeats: int) -> dict[str, Any]:
@@ -49,7 +70,8 @@ def timed(fn: Callable[[], Any], sync: Callable[[], None], warmup: int, repeats:
 
 
 def naive_stats(module: torch.nn.Module) -> Callable[[], None]:
-    """The baseline from facts/parity-anchors.md: a hook per module, .float() then 4 reductions per tensor."""
+    """The baseline from facts/parity-anchors.md: a hook per module, .float() then 4 reductions per tensor. Returns
+    one captured forward (hooks attached for it only, so paired() can alternate it with the plain forward)."""
     out: list[torch.Tensor] = []
 
     def hook(mod: Any, args: Any, result: Any) -> None:
@@ -57,14 +79,26 @@ def naive_stats(module: torch.nn.Module) -> Callable[[], None]:
         for t in ts:
             f = t.float()
             out.append(torch.stack([f.amin(), f.amax(), f.mean(), f.norm()]))
-    handles = [m.register_forward_hook(hook) for m in module.modules()]
 
-    def finish() -> None:
+    def step() -> None:
+        handles = [m.register_forward_hook(hook) for m in module.modules()]
+        try:
+            with torch.no_grad():
+                module(*ARGS[0], **ARGS[1])
+        finally:
+            for h in handles:
+                h.remove()
         if out:
             torch.stack(out).cpu()
         out.clear()
-    finish.handles = handles  # type: ignore[attr-defined]
-    return finish
+    return step
+
+
+ARGS: list[Any] = []
+
+
+class _Skip(Exception):
+    """--overhead-only: leave the artifact and compare measurements out."""
 
 
 def main() -> None:
@@ -75,9 +109,10 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--compare-seq", type=int, default=512, help="sequence length of the full captures used for compare throughput")
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=15, help="plain/capture pairs per variant")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--scratch", help="folder for artifacts (default: a temp dir, removed)")
+    ap.add_argument("--overhead-only", action="store_true", help="time the capture variants only (no artifact size or compare rate)")
     args = ap.parse_args()
 
     dev = parse_device(args.device)
@@ -111,35 +146,36 @@ def main() -> None:
     variants: list[tuple[str, Callable[[], Any], dict[str, Any] | None]] = [
         ("stats_only", steady(), {"mode": "stats", "op_sequence": False}),
         ("stats_only_one_shot", capture(mode="stats", op_sequence=False), None),
+        ("stats_only_torch_statistics", steady(), {"mode": "stats", "op_sequence": False, "stats_kernel": "torch"}),
+        # diagnostic: the lean recorder with the statistics switched off (what the host spends on recording alone)
+        ("stats_only_recorder_only", steady(), {"mode": "stats", "op_sequence": False}),
         ("stats_only_op_sequence", steady(), {"mode": "stats", "op_sequence": True}),
         ("stats_only_ops", steady(), {"mode": "stats", "ops": True, "op_sequence": True}),
     ]
     for name, fn, persistent in variants:
-        base = timed(plain, dev.synchronize, args.warmup, args.repeats)
         holder = Capturer(module, CaptureOptions(**persistent), modes_for(dev), dev.synchronize) if persistent else None
         if holder is not None:
             holder.__enter__()
             STEADY[:] = [holder]
-        try:
-            got = timed(fn, dev.synchronize, args.warmup, args.repeats)
+        saved = StatsBatcher.add, StatsBatcher.flush, StatsBatcher.finish
+        if name == "stats_only_recorder_only":
+            StatsBatcher.add = lambda self, blob, t, version=None: False  # type: ignore[method-assign]
+            StatsBatcher.flush = lambda self: None  # type: ignore[method-assign]
+            StatsBatcher.finish = lambda self: StatsTable.empty()  # type: ignore[method-assign]
+        try:  # the plain forward runs with the capturer attached but idle: that is what a training loop pays between captures
+            got = paired(plain, fn, dev.synchronize, args.warmup, args.repeats)
         finally:
+            StatsBatcher.add, StatsBatcher.flush, StatsBatcher.finish = saved  # type: ignore[method-assign]
             if holder is not None:
                 holder.__exit__(None, None, None)
-        res["variants"][name] = {"plain_ms": base["median_ms"], "capture_ms": got["median_ms"],
-                                 "ratio": got["median_ms"] / base["median_ms"], "all_ms": got["all_ms"]}
-        print(f"{name:26s} plain {base['median_ms']:8.2f} ms  capture {got['median_ms']:8.2f} ms  ratio {got['median_ms'] / base['median_ms']:.2f}x", flush=True)
-    finish = naive_stats(module)
-
-    def naive() -> None:
-        with torch.no_grad():
-            module(*a, **kw)
-        finish()
-    got = timed(naive, dev.synchronize, args.warmup, args.repeats)
-    for h in finish.handles:  # type: ignore[attr-defined]
-        h.remove()
-    base = timed(plain, dev.synchronize, args.warmup, args.repeats)
-    res["variants"]["naive_per_tensor_stats"] = {"plain_ms": base["median_ms"], "capture_ms": got["median_ms"], "ratio": got["median_ms"] / base["median_ms"]}
-    print(f"{'naive_per_tensor_stats':26s} plain {base['median_ms']:8.2f} ms  capture {got['median_ms']:8.2f} ms  ratio {got['median_ms'] / base['median_ms']:.2f}x", flush=True)
+        got["recorder"] = ("lean" if holder.lean else "hooks") if holder is not None else "lean"
+        res["variants"][name] = got
+        print(f"{name:28s} plain {got['plain_ms']:8.2f} ms  capture {got['capture_ms']:8.2f} ms  ratio {got['ratio']:.2f}x "
+              f"(ratio of medians {got['ratio_of_medians']:.2f}x, {got['recorder']})", flush=True)
+    ARGS[:] = [a, kw]
+    got = paired(plain, naive_stats(module), dev.synchronize, args.warmup, args.repeats)
+    res["variants"]["naive_per_tensor_stats"] = got
+    print(f"{'naive_per_tensor_stats':28s} plain {got['plain_ms']:8.2f} ms  capture {got['capture_ms']:8.2f} ms  ratio {got['ratio']:.2f}x", flush=True)
     cap = capture(mode="stats", op_sequence=False)()
     res["stats_entries"] = len(cap.entries)
     res["stats_blobs"] = len(cap.stats)
@@ -148,8 +184,10 @@ def main() -> None:
     scratch = Path(args.scratch) if args.scratch else Path(tempfile.mkdtemp(prefix="npuport-bench-"))
     scratch.mkdir(parents=True, exist_ok=True)
     try:
+        if args.overhead_only:
+            raise _Skip
         t0 = time.perf_counter()
-        path = record(target, args.device, RunOptions(scenario=f"prefill:batch=1,seq={args.seq}", capture=CaptureOptions(mode="stats", op_sequence=True)),
+        path = record(target, args.device, RunOptions(scenario=f"prefill:batch=1,seq={args.seq}", capture=CaptureOptions(mode="stats", op_sequence=False)),
                       str(scratch / "stats_ref"), force=True)
         res["record_stats_s"] = time.perf_counter() - t0
         res["artifact_stats_bytes"] = sum(p.stat().st_size for p in path.iterdir())
@@ -177,6 +215,8 @@ def main() -> None:
         print(f"record --stats-only {res['record_stats_s']:.1f} s, artifact {res['artifact_stats_bytes'] / 2**20:.2f} MiB; "
               f"full capture at seq {args.compare_seq}: {nbytes / 2**30:.2f} GiB in {res['full_capture_s']:.2f} s; "
               f"compare full {res['compare_full']['GB_per_s']:.2f} GB/s, stats {res['compare_stats']['entries_per_s']:.0f} entries/s", flush=True)
+    except _Skip:
+        pass
     finally:
         if not args.scratch:
             shutil.rmtree(scratch, ignore_errors=True)

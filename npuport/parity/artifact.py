@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import torch
 
 from npuport.errors import NpuportError
 from npuport.parity.capture import Capture, Entry
-from npuport.parity.stats import SAMPLE, Stats
+from npuport.parity.stats import Stats, StatsTable
 
 SCHEMA = "npuport.parity-artifact/1"
 MANIFEST = "manifest.json"
@@ -109,16 +110,13 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _stats_tensors(stats: dict[int, Stats]) -> dict[str, torch.Tensor]:
-    ids = sorted(stats)
-    samples = torch.full((len(ids), SAMPLE), float("nan"), dtype=torch.float64)
-    for i, b in enumerate(ids):
-        if stats[b].sample:
-            samples[i, : len(stats[b].sample)] = torch.tensor(stats[b].sample, dtype=torch.float64)
-    return {"ids": torch.tensor(ids, dtype=torch.int64),
-            "rows": torch.tensor([stats[b].row() for b in ids], dtype=torch.float64).reshape(len(ids), 5),
-            "checksum": torch.tensor([stats[b].checksum for b in ids], dtype=torch.int64),
-            "mutated": torch.tensor([stats[b].mutated for b in ids], dtype=torch.uint8), "samples": samples}
+def _stats_tensors(stats: Mapping[int, Stats]) -> dict[str, torch.Tensor]:
+    if not isinstance(stats, StatsTable):
+        table = StatsTable.empty()
+        for b, st in stats.items():
+            table[b] = st
+        stats = table
+    return stats.to_tensors()
 
 
 class Artifact:
@@ -187,13 +185,5 @@ def _load(folder: Path, name: str, manifest: dict[str, Any]) -> dict[str, torch.
         raise NpuportError(f"artifact {folder} is corrupt: {name} cannot be read", "a safetensors file", str(exc)) from None
 
 
-def _read_stats(data: dict[str, torch.Tensor]) -> dict[int, Stats]:
-    if not data:
-        return {}
-    out: dict[int, Stats] = {}
-    for i, b in enumerate(data["ids"].tolist()):
-        count, lo, hi, total, norm = data["rows"][i].tolist()
-        k = min(int(count), SAMPLE)
-        out[b] = Stats(int(count), lo, hi, total, norm, int(data["checksum"][i]), tuple(data["samples"][i, :k].tolist()),
-                       bool(data["mutated"][i]))
-    return out
+def _read_stats(data: dict[str, torch.Tensor]) -> StatsTable:
+    return StatsTable.from_tensors(data)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import gc
 import warnings
 import weakref
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -67,10 +69,11 @@ class CaptureOptions:
     backward: bool = False
     keep: tuple[str, ...] = ()  # fnmatch patterns of module paths kept in full in stats mode
     budget_bytes: int = 1 << 30
+    stats_kernel: str = "auto"  # auto | triton | torch: which reducer computes stats-mode statistics (stats.py)
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "ops": self.ops, "op_sequence": self.op_sequence, "backward": self.backward,
-                "keep": list(self.keep)}
+                "keep": list(self.keep), "stats_kernel": self.stats_kernel}
 
 
 @dataclass
@@ -78,12 +81,13 @@ class Capture:
     mode: str
     entries: list[Entry]
     full: dict[int, torch.Tensor]
-    stats: dict[int, Stats]
+    stats: MutableMapping[int, Stats]  # a StatsTable from a stats capture or an artifact
     calls: dict[str, dict[str, Any]]  # call key -> {"spec": tree spec of {args, kwargs}, "blobs": [blob per tensor]}
     module_sequence: list[str]
     op_sequence: list[str] | None
     warnings: list[str] = field(default_factory=list)
     fault_hits: int | None = None
+    stats_kernels: set[str] = field(default_factory=set)  # the reducers that computed `stats` (stats.py)
 
     def stats_of(self, blob: int) -> Stats:
         if blob not in self.stats:
@@ -148,7 +152,7 @@ class Recorder:
     def __init__(self, stack: ModuleStack, opts: CaptureOptions) -> None:
         self.opts = opts
         self.stack = stack
-        self.batcher = StatsBatcher(opts.budget_bytes)
+        self.batcher = StatsBatcher(opts.budget_bytes, fused={"auto": None, "triton": True, "torch": False}[opts.stats_kernel])
         self.full: dict[int, torch.Tensor] = {}
         self.raw: list[tuple[Any, ...]] = []
         self.calls: dict[str, dict[str, Any]] = {}
@@ -272,12 +276,127 @@ class Recorder:
         return out
 
     def finish(self, warns: list[str], synchronize: Callable[[], None]) -> Capture:
-        entries = self.entries()  # host-side work first, overlapping the device's queue
+        if self.stats_mode:
+            self.batcher.flush()  # the last launches first: the device reduces while the host builds the entries
+        entries = self.entries()
         mods = [call_key(p, c) for p, c in self.module_sequence]
         ops = self.op_sequence if (self.opts.op_sequence or self.opts.ops) else None
         stats = self.batcher.finish() if self.stats_mode else {}
         synchronize()
-        return Capture(self.opts.mode, entries, self.full, stats, self.calls, mods, ops, warns)
+        return Capture(self.opts.mode, entries, self.full, stats, self.calls, mods, ops, warns, stats_kernels=set(self.batcher.kernels))
+
+
+class LeanStatsRecorder:
+    """Stats-only capture at the least host cost: one record per module call, made when the call returns (it sees
+    the call's args, kwargs and output), no pre-hook, no module stack, no weak references. Used when nothing needs to
+    know which module is running while it runs (no op capture or op sequence, no fault or float64 mode, no backward,
+    no `keep`), which is what `--stats-only` asks by default. Why: on an H200 a plain HF forward is host-bound (the
+    device is busy about 60% of it), so every microsecond spent per module call is added to the step; see
+    docs/parity.md. `Capturer` calls `record` from a thin wrapper around each module's forward (`_wrap_forward`).
+
+    Entries, keys, orders and the module sequence are the same as `Recorder`'s (tested): inputs are read when the
+    call returns instead of when it starts, so an input the module changes in place is reduced after the change;
+    the statistics path marks such a tensor `mutated` as it does for the full recorder.
+    Deduplication holds the tensor itself (the statistics queue holds it anyway until its flush); the table is
+    cleared at each flush, so memory stays bounded by the queue's budget.
+    """
+
+    def __init__(self, opts: CaptureOptions) -> None:
+        self.batcher = StatsBatcher(opts.budget_bytes, fused={"auto": None, "triton": True, "torch": False}[opts.stats_kernel])
+        self.counts: dict[str, int] = {}
+        self.raw: list[tuple[Any, ...]] = []  # (path, call, io, leaf, blob, seq) per captured tensor
+        self.meta: list[tuple[Any, Any]] = []  # (shape, dtype) per blob: read once per distinct tensor
+        self.module_sequence: list[tuple[str, int]] = []
+        self.seen: dict[int, tuple[torch.Tensor, int, int]] = {}
+        self.seq = 0
+
+    def blob(self, t: torch.Tensor) -> int:
+        hit = self.seen.get(id(t))
+        version = t._version
+        if hit is not None and hit[0] is t and hit[1] == version:
+            return hit[2]
+        meta = self.meta
+        blob = len(meta)
+        meta.append((t.shape, t.dtype))
+        if self.batcher.add(blob, t, version):  # flushed: the queue let go of its tensors, so does the table
+            self.seen.clear()
+        self.seen[id(t)] = (t, version, blob)
+        return blob
+
+    def record(self, path: str, args: tuple, kwargs: dict, output: Any) -> None:
+        call = self.counts.get(path, 0)
+        self.counts[path] = call + 1
+        self.seq = seq = self.seq + 1
+        raw, blob = self.raw, self.blob
+        if len(args) == 1 and type(args[0]) is torch.Tensor:  # the common case, without the generic walk
+            raw.append((path, call, "in", ".args[0]", blob(args[0]), seq))
+        elif args:
+            leaves: list[tuple[str, torch.Tensor]] = []
+            flatten(args, ".args", leaves)
+            for leaf, t in leaves:
+                raw.append((path, call, "in", leaf, blob(t), seq))
+        if kwargs:
+            leaves = []
+            flatten(kwargs, ".kwargs", leaves)
+            for leaf, t in leaves:
+                raw.append((path, call, "in", leaf, blob(t), seq))
+        if type(output) is torch.Tensor:
+            raw.append((path, call, "out", "", blob(output), seq))
+        else:
+            leaves = []
+            flatten(output, "", leaves)
+            for leaf, t in leaves:
+                raw.append((path, call, "out", leaf, blob(t), seq))
+        self.module_sequence.append((path, call))
+
+    def finish(self, warns: list[str], synchronize: Callable[[], None]) -> Capture:
+        self.batcher.flush()  # the last launches first: the device reduces while the host builds the entries
+        meta = self.meta
+        names = {d: str(d).removeprefix("torch.") for d in {m[1] for m in meta}}
+        meta = [(shape, names[dtype]) for shape, dtype in meta]
+        # tuple.__new__ skips the NamedTuple's Python-level __new__ (the loop runs once per captured tensor); shapes
+        # stay torch.Size, a tuple.
+        make = tuple.__new__
+        entries = [make(Entry, (f"{path or ROOT}#{call}:{io}{leaf}", path, call, io, leaf, *meta[blob], blob, seq, None))
+                   for path, call, io, leaf, blob, seq in self.raw]
+        mods = [call_key(p, c) for p, c in self.module_sequence]
+        self.seen.clear()
+        stats = self.batcher.finish()
+        synchronize()
+        return Capture("stats", entries, {}, stats, {}, mods, None, warns, stats_kernels=set(self.batcher.kernels))
+
+
+def _wrap_forward(mod: torch.nn.Module, path: str, owner: "Capturer") -> Callable[[], None]:
+    """Put a thin wrapper on this module instance's forward, returning the undo. Why not a forward hook: any hook
+    sends every call of the module through nn.Module's slow path (hook dictionaries, kwargs plumbing), which measured
+    about twice the wrapper's cost per call; a model without hooks keeps the fast path and pays one Python call.
+    Modules that already carry hooks of their own (or are scripted) are left to the hook-based recorder, so their
+    hooks keep running in the same order relative to the capture. Only the instance is touched, never a class or a
+    torch function, and the original forward is put back on exit."""
+    had = "forward" in mod.__dict__
+    inner = mod.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        out = inner(*args, **kwargs)
+        rec = owner._lean_rec
+        if rec is not None:
+            rec.record(path, args, kwargs, out)
+        return out
+
+    forward.__wrapped__ = inner  # type: ignore[attr-defined]  # inspect.signature(mod.forward) still sees the real one
+    mod.forward = forward
+
+    def undo() -> None:
+        if had:
+            mod.forward = inner
+        else:
+            mod.__dict__.pop("forward", None)
+    return undo
+
+
+def lean_eligible(opts: CaptureOptions) -> bool:
+    """Whether `LeanStatsRecorder` captures everything these options ask for (besides the device's modes)."""
+    return opts.mode == "stats" and not (opts.ops or opts.op_sequence or opts.backward or opts.keep)
 
 
 class Capturer:
@@ -292,14 +411,26 @@ class Capturer:
         self._attached: Any = None
 
     def __enter__(self) -> "Capturer":
-        self._attached = self.stack.attached()
-        self._attached.__enter__()
+        names = self.stack.names
+        self.lean = (lean_eligible(self.opts) and not self.modes(self.stack)
+                     and not any(isinstance(m, torch.jit.ScriptModule) or m._forward_hooks or m._forward_pre_hooks for m in names))
+        if self.lean:
+            self._attached = contextlib.ExitStack()
+            for mod, path in names.items():
+                self._attached.callback(_wrap_forward(mod, path, self))
+        else:
+            self._attached = self.stack.attached()
+            self._attached.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._attached.__exit__(*exc)
 
+    _lean_rec: LeanStatsRecorder | None = None
+
     def step(self, args: tuple, kwargs: dict) -> Capture:
+        if self.lean:
+            return self._lean_step(args, kwargs)
         opts, root = self.opts, self.root
         self.stack.stack, self.stack.counts = [], {}
         rec = Recorder(self.stack, opts)
@@ -321,12 +452,30 @@ class Capturer:
                         raise RuntimeError("backward capture needs a loss")
                     rec.in_backward = True
                     self.loss_of(out).backward()
+        # Detach the recorder: a forward run between captured steps (hooks still attached) must record nothing.
+        self.stack.on_enter = self.stack.on_exit = None
         if opts.backward:
             rec.param_grads(root)
         cap = rec.finish(_warning_lines(caught), self.synchronize)
         faults = [m for m in hits if hasattr(m, "hits")]
         cap.fault_hits = faults[0].hits if faults else None
         return cap
+
+
+    def _lean_step(self, args: tuple, kwargs: dict) -> Capture:
+        rec = self._lean_rec = LeanStatsRecorder(self.opts)
+        gc_was = gc.isenabled()
+        gc.disable()  # thousands of small tuples per step would trigger collections that scan the whole model
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with torch.no_grad():
+                    self.root(*args, **kwargs)
+            return rec.finish(_warning_lines(caught), self.synchronize)
+        finally:
+            self._lean_rec = None
+            if gc_was:
+                gc.enable()
 
 
 def run_capture(root: torch.nn.Module, args: tuple, kwargs: dict, opts: CaptureOptions,

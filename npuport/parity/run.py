@@ -91,7 +91,7 @@ def side_manifest(prep: Prepared, side: LiveSide, opts: RunOptions, target: Targ
                          "autocast": None, "train_mode": opts.train_mode},
         "numerics": {"requested": opts.policy.to_json(), "in_force": side.settings},
         "rng": {"seed": opts.seed, "weights_seed": opts.seed, "inputs_seed": opts.seed + 1, "run_seed": opts.seed + 2},
-        "capture": dict(opts.capture.to_json(), sample=SAMPLE, checksum=CHECKSUM),
+        "capture": dict(opts.capture.to_json(), sample=SAMPLE, checksum=CHECKSUM, stats_kernels=sorted(cap.stats_kernels)),
         "module_sequence": {"items": mods, "sha256": _seq_hash(mods)},
         "op_sequence": {"items": ops, "sha256": _seq_hash(ops) if ops is not None else None},
         "warnings": cap.warnings + prep.notes,
