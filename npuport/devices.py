@@ -90,6 +90,9 @@ class Device:
     def memory_peak(self) -> int | None:
         return None
 
+    def reset_memory_peak(self) -> None:
+        """Start a new peak for `memory_peak` (benchmarks measure each variant's own)."""
+
 
 class CudaDevice(Device):
     def check_present(self) -> None:
@@ -134,6 +137,9 @@ class CudaDevice(Device):
 
     def memory_peak(self) -> int | None:
         return int(torch.cuda.max_memory_allocated(self.torch_device))
+
+    def reset_memory_peak(self) -> None:
+        torch.cuda.reset_peak_memory_stats(self.torch_device)
 
 
 class NpuDevice(Device):
@@ -185,6 +191,9 @@ class NpuDevice(Device):
 
     def memory_peak(self) -> int | None:
         return _call(self._npu().npu, "max_memory_allocated")
+
+    def reset_memory_peak(self) -> None:
+        _call(self._npu().npu, "reset_peak_memory_stats")
 
 
 @contextlib.contextmanager

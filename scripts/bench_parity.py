@@ -149,6 +149,10 @@ def main() -> None:
         ("stats_only_torch_statistics", steady(), {"mode": "stats", "op_sequence": False, "stats_kernel": "torch"}),
         # diagnostic: the lean recorder with the statistics switched off (what the host spends on recording alone)
         ("stats_only_recorder_only", steady(), {"mode": "stats", "op_sequence": False}),
+        # diagnostics: the statistics queue's budget (default: from free memory, 8 GiB on an idle H200) decides how
+        # many flushes a step makes; 1 GiB was the fixed default before
+        ("stats_only_budget_1g", steady(), {"mode": "stats", "op_sequence": False, "budget_bytes": 1 << 30}),
+        ("stats_only_budget_256m", steady(), {"mode": "stats", "op_sequence": False, "budget_bytes": 256 << 20}),
         ("stats_only_op_sequence", steady(), {"mode": "stats", "op_sequence": True}),
         ("stats_only_ops", steady(), {"mode": "stats", "ops": True, "op_sequence": True}),
     ]
@@ -163,16 +167,26 @@ def main() -> None:
             StatsBatcher.flush = lambda self: None  # type: ignore[method-assign]
             StatsBatcher.finish = lambda self: StatsTable.empty()  # type: ignore[method-assign]
         try:  # the plain forward runs with the capturer attached but idle: that is what a training loop pays between captures
+            dev.reset_memory_peak()
             got = paired(plain, fn, dev.synchronize, args.warmup, args.repeats)
+            got["peak_device_bytes"] = dev.memory_peak()  # the variant's own peak (plain forwards included)
         finally:
             StatsBatcher.add, StatsBatcher.flush, StatsBatcher.finish = saved  # type: ignore[method-assign]
             if holder is not None:
                 holder.__exit__(None, None, None)
         got["recorder"] = ("lean" if holder.lean else "hooks") if holder is not None else "lean"
         res["variants"][name] = got
+        peak = f", peak {got['peak_device_bytes'] / 2**30:.2f} GiB" if got["peak_device_bytes"] else ""
         print(f"{name:28s} plain {got['plain_ms']:8.2f} ms  capture {got['capture_ms']:8.2f} ms  ratio {got['ratio']:.2f}x "
-              f"(ratio of medians {got['ratio_of_medians']:.2f}x, {got['recorder']})", flush=True)
+              f"(ratio of medians {got['ratio_of_medians']:.2f}x, {got['recorder']}{peak})", flush=True)
     ARGS[:] = [a, kw]
+    dev.reset_memory_peak()
+    with torch.no_grad():
+        plain()
+    dev.synchronize()
+    res["plain_peak_device_bytes"] = dev.memory_peak()  # the forward alone: what each variant's peak is measured against
+    if res["plain_peak_device_bytes"]:
+        print(f"plain forward peak {res['plain_peak_device_bytes'] / 2**30:.2f} GiB (weights included)", flush=True)
     got = paired(plain, naive_stats(module), dev.synchronize, args.warmup, args.repeats)
     res["variants"]["naive_per_tensor_stats"] = got
     print(f"{'naive_per_tensor_stats':28s} plain {got['plain_ms']:8.2f} ms  capture {got['capture_ms']:8.2f} ms  ratio {got['ratio']:.2f}x", flush=True)

@@ -125,8 +125,8 @@ def main() -> None:
     with Capturer(module, CaptureOptions(mode="stats", op_sequence=False), modes_for(dev), sync) as cap:
         add, finish = S.StatsBatcher.add, S.StatsBatcher.finish
         try:
-            S.StatsBatcher.finish = lambda self: {}  # type: ignore[method-assign]
-            S.StatsBatcher.add = lambda self, b, t: None  # type: ignore[method-assign]
+            S.StatsBatcher.finish = lambda self: S.StatsTable.empty()  # type: ignore[method-assign]
+            S.StatsBatcher.add = lambda self, *args_: False  # type: ignore[method-assign]
             report("stats-only, no statistics (Python only)", timed(lambda: cap.step(a, kw), sync, args.warmup, args.repeats), base)
         finally:
             S.StatsBatcher.add, S.StatsBatcher.finish = add, finish  # type: ignore[method-assign]
@@ -156,6 +156,7 @@ def main() -> None:
         res["kernel_sweep"] = kernel_sweep(module, a, kw, sync)
     res["warnings_per_step"] = warnings_per_step(module, a, kw, sync)
     print(f"warnings raised per captured step: {res['warnings_per_step']}")
+    res["host_breakdown"] = host_breakdown(module, a, kw, sync, args.repeats)
     if args.cprofile:
         host_profile(module, a, kw, sync, args.cprofile)
     if args.json:
@@ -187,7 +188,7 @@ def kernel_sweep(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], No
             ST.BLOCK, ST.NUM_WARPS = block, warps
             def run() -> None:
                 for ts in by_dtype.values():
-                    ST.packed_rows(ts, [t.numel() for t in ts])
+                    ST.packed_rows([t.data_ptr() for t in ts], [t.numel() for t in ts], ts[0].dtype, ts[0].device)
             for _ in range(3):
                 run()
             sync()
@@ -218,6 +219,56 @@ def warnings_per_step(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[
     for w in caught[:3]:
         print("   warning:", str(w.message)[:160])
     return len(caught)
+
+
+def host_breakdown(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], None], repeats: int) -> dict[str, float]:
+    """Median host milliseconds per captured step inside each part of the lean stats path, from perf_counter wrappers
+    (which add a little time of their own, so the parts are shares, not exact costs): the recording calls, the
+    statistics flushes (and within them the table + launches of the Triton path), building the entries, and the
+    final copy, which waits for the device."""
+    import npuport.parity.capture as C
+    from npuport.parity import stats_triton as ST
+
+    parts: dict[str, float] = {}
+
+    def timed_fn(owner: Any, name: str, label: str) -> Callable[[], None]:
+        orig = getattr(owner, name)
+
+        def wrapper(*args_: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return orig(*args_, **kwargs)
+            finally:
+                parts[label] = parts.get(label, 0.0) + time.perf_counter() - t0
+        setattr(owner, name, wrapper)
+        return lambda: setattr(owner, name, orig)
+
+    undo = [timed_fn(C.LeanStatsRecorder, "record", "record (incl. flushes)"), timed_fn(S.StatsBatcher, "flush", "flush"),
+            timed_fn(ST, "packed_rows", "flush: triton table + launches"), timed_fn(S.StatsBatcher, "_flush_torch", "flush: torch path"),
+            timed_fn(C.LeanStatsRecorder, "entries", "entries (layout changed)"), timed_fn(S.StatsBatcher, "finish", "final copy (waits for device)"),
+            timed_fn(C.LeanStatsRecorder, "finish", "finish (all)")]
+    per_step: dict[str, list[float]] = {}
+    steps: list[float] = []
+    try:
+        with Capturer(module, CaptureOptions(mode="stats", op_sequence=False), modes_for(parse_device("cuda")), sync) as cap:
+            for i in range(3 + repeats):
+                parts.clear()
+                sync()
+                t0 = time.perf_counter()
+                cap.step(a, kw)
+                steps.append(time.perf_counter() - t0)
+                if i >= 3:
+                    for k, v in parts.items():
+                        per_step.setdefault(k, []).append(v)
+    finally:
+        for u in undo:
+            u()
+    out = {"step": statistics.median(steps[3:]) * 1e3}
+    out.update({k: statistics.median(v) * 1e3 for k, v in per_step.items()})
+    print("host time per captured step (median ms; wrappers add a little):")
+    for k, v in out.items():
+        print(f"    {k:34s} {v:7.3f}")
+    return out
 
 
 def host_profile(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], None], path: str) -> None:

@@ -47,6 +47,10 @@ def _model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--ops", is_flag=True, help="Also capture every aten op's outputs (dispatch mode)."),
         click.option("--op-sequence/--no-op-sequence", default=None, help="Record the aten op sequence (default: on, off with --stats-only)."),
         click.option("--backward", is_flag=True, help="Capture gradients (module output grads, parameter grads): a training step."),
+        click.option("--stats-budget", type=click.IntRange(min=1), metavar="MIB",
+                     help="With --stats-only: MiB of activations queued between statistics flushes "
+                          "(default: 1/8 of the device's free memory, 256 MiB to 8 GiB; fewer flushes are faster, "
+                          "a larger queue holds more memory)."),
         click.option("--keep", multiple=True, metavar="PATTERN", help="Module paths (fnmatch) kept in full even with --stats-only."),
         click.option("--allow-tf32", is_flag=True, help="Leave TF32 (CUDA) / HF32 (NPU) on; float32 then uses the float32-tf32 tolerances."),
         click.option("--no-deterministic", is_flag=True, help="Do not switch on deterministic algorithms."),
@@ -112,7 +116,8 @@ def _options(kw: dict[str, Any]) -> Any:
     stats = kw["stats_only"]
     seq = kw["op_sequence"] if kw["op_sequence"] is not None else not stats
     capture = CaptureOptions(mode="stats" if stats else "full", ops=kw["ops"], op_sequence=seq or kw["ops"],
-                             backward=kw["backward"] or kw["scenario"].startswith("train"), keep=tuple(kw["keep"]))
+                             backward=kw["backward"] or kw["scenario"].startswith("train"), keep=tuple(kw["keep"]),
+                             budget_bytes=kw["stats_budget"] << 20 if kw["stats_budget"] else None)
     policy = NumericsPolicy(deterministic=not kw["no_deterministic"], allow_tf32=kw["allow_tf32"])
     return RunOptions(scenario=kw["scenario"], seed=kw["seed"], capture=capture, policy=policy, train_mode=kw["train_mode"])
 

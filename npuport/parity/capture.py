@@ -14,7 +14,7 @@ import gc
 import warnings
 import weakref
 from collections.abc import MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
@@ -26,6 +26,7 @@ from npuport.parity.tree import flatten, leaf_paths, to_spec
 from npuport.trace.naming import op_name
 
 ROOT = "<model>"
+_SMALL = 1 << 16  # bytes: tensors this small stay deduplicated across a statistics flush (position ids, masks)
 
 
 def call_key(path: str, call: int) -> str:
@@ -68,12 +69,13 @@ class CaptureOptions:
     op_sequence: bool = True
     backward: bool = False
     keep: tuple[str, ...] = ()  # fnmatch patterns of module paths kept in full in stats mode
-    budget_bytes: int = 1 << 30
+    budget_bytes: int | None = None  # stats mode: bytes queued between statistics flushes; None: from free memory
     stats_kernel: str = "auto"  # auto | triton | torch: which reducer computes stats-mode statistics (stats.py)
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "ops": self.ops, "op_sequence": self.op_sequence, "backward": self.backward,
-                "keep": list(self.keep), "stats_kernel": self.stats_kernel}
+                "keep": list(self.keep), "stats_kernel": self.stats_kernel,
+                "stats_budget_bytes": self.budget_bytes}
 
 
 @dataclass
@@ -304,11 +306,12 @@ class LeanStatsRecorder:
     def __init__(self, opts: CaptureOptions) -> None:
         self.batcher = StatsBatcher(opts.budget_bytes, fused={"auto": None, "triton": True, "torch": False}[opts.stats_kernel])
         self.counts: dict[str, int] = {}
-        self.raw: list[tuple[Any, ...]] = []  # (path, call, io, leaf, blob, seq) per captured tensor
+        # One record per module call, in the order the calls return (that order is the module sequence, and a
+        # record's position + 1 is its `order`): (path, call, in blob, out blob) for the common call of one tensor
+        # to one tensor, else (path, call, [(io, leaf, blob), ...]).
+        self.calls: list[tuple[Any, ...]] = []
         self.meta: list[tuple[Any, Any]] = []  # (shape, dtype) per blob: read once per distinct tensor
-        self.module_sequence: list[tuple[str, int]] = []
         self.seen: dict[int, tuple[torch.Tensor, int, int]] = {}
-        self.seq = 0
 
     def blob(self, t: torch.Tensor) -> int:
         hit = self.seen.get(id(t))
@@ -318,52 +321,68 @@ class LeanStatsRecorder:
         meta = self.meta
         blob = len(meta)
         meta.append((t.shape, t.dtype))
-        if self.batcher.add(blob, t, version):  # flushed: the queue let go of its tensors, so does the table
-            self.seen.clear()
+        if self.batcher.add(blob, t, version):  # flushed: the queue let go of its large tensors, so does the table
+            self.seen = {k: v for k, v in self.seen.items() if v[0].nbytes <= _SMALL}
         self.seen[id(t)] = (t, version, blob)
         return blob
 
     def record(self, path: str, args: tuple, kwargs: dict, output: Any) -> None:
-        call = self.counts.get(path, 0)
-        self.counts[path] = call + 1
-        self.seq = seq = self.seq + 1
-        raw, blob = self.raw, self.blob
-        if len(args) == 1 and type(args[0]) is torch.Tensor:  # the common case, without the generic walk
-            raw.append((path, call, "in", ".args[0]", blob(args[0]), seq))
-        elif args:
-            leaves: list[tuple[str, torch.Tensor]] = []
-            flatten(args, ".args", leaves)
-            for leaf, t in leaves:
-                raw.append((path, call, "in", leaf, blob(t), seq))
+        counts = self.counts
+        call = counts.get(path, 0)
+        counts[path] = call + 1
+        blob = self.blob
+        if not kwargs and len(args) == 1 and type(args[0]) is torch.Tensor and type(output) is torch.Tensor:
+            self.calls.append((path, call, blob(args[0]), blob(output)))  # Linear, norms, activations, MLPs
+            return
+        leaves: list[tuple[str, torch.Tensor]] = []
+        flatten(args, ".args", leaves)
         if kwargs:
-            leaves = []
             flatten(kwargs, ".kwargs", leaves)
-            for leaf, t in leaves:
-                raw.append((path, call, "in", leaf, blob(t), seq))
-        if type(output) is torch.Tensor:
-            raw.append((path, call, "out", "", blob(output), seq))
-        else:
-            leaves = []
-            flatten(output, "", leaves)
-            for leaf, t in leaves:
-                raw.append((path, call, "out", leaf, blob(t), seq))
-        self.module_sequence.append((path, call))
+        n_in = len(leaves)
+        flatten(output, "", leaves)
+        self.calls.append((path, call, [("in" if i < n_in else "out", leaf, blob(t)) for i, (leaf, t) in enumerate(leaves)]))
 
-    def finish(self, warns: list[str], synchronize: Callable[[], None]) -> Capture:
+    def finish(self, warns: list[str], synchronize: Callable[[], None], layout: "Layout | None" = None) -> Capture:
+        """The step's Capture. `layout` is the previous step's (same Capturer): a loop that captures every step
+        usually calls the same modules with the same shapes each time, and then its entries and module sequence
+        (about a microsecond per entry to build, as much as the recording itself) are reused, not rebuilt."""
         self.batcher.flush()  # the last launches first: the device reduces while the host builds the entries
-        meta = self.meta
-        names = {d: str(d).removeprefix("torch.") for d in {m[1] for m in meta}}
-        meta = [(shape, names[dtype]) for shape, dtype in meta]
-        # tuple.__new__ skips the NamedTuple's Python-level __new__ (the loop runs once per captured tensor); shapes
-        # stay torch.Size, a tuple.
-        make = tuple.__new__
-        entries = [make(Entry, (f"{path or ROOT}#{call}:{io}{leaf}", path, call, io, leaf, *meta[blob], blob, seq, None))
-                   for path, call, io, leaf, blob, seq in self.raw]
-        mods = [call_key(p, c) for p, c in self.module_sequence]
+        if layout is not None and layout.calls == self.calls and layout.meta == self.meta:
+            entries, mods = list(layout.entries), list(layout.mods)
+        else:
+            entries, mods = self.entries(), [call_key(c[0], c[1]) for c in self.calls]
+        self.layout = Layout(self.calls, self.meta, entries, mods)
         self.seen.clear()
         stats = self.batcher.finish()
         synchronize()
         return Capture("stats", entries, {}, stats, {}, mods, None, warns, stats_kernels=set(self.batcher.kernels))
+
+    def entries(self) -> list[Entry]:
+        names = {d: str(d).removeprefix("torch.") for d in {m[1] for m in self.meta}}
+        meta = [(shape, names[dtype]) for shape, dtype in self.meta]
+        # tuple.__new__ skips the NamedTuple's Python-level __new__ (once per captured tensor); shapes stay torch.Size.
+        make = tuple.__new__
+        out: list[Entry] = []
+        add = out.append
+        for seq, rec in enumerate(self.calls, 1):
+            path, call = rec[0], rec[1]
+            head = f"{path or ROOT}#{call}:"
+            if len(rec) == 4:
+                add(make(Entry, (head + "in.args[0]", path, call, "in", ".args[0]", *meta[rec[2]], rec[2], seq, None)))
+                add(make(Entry, (head + "out", path, call, "out", "", *meta[rec[3]], rec[3], seq, None)))
+            else:
+                for io, leaf, blob in rec[2]:
+                    add(make(Entry, (head + io + leaf, path, call, io, leaf, *meta[blob], blob, seq, None)))
+        return out
+
+
+class Layout(NamedTuple):
+    """What a lean step recorded besides the statistics, kept to recognise the next step as the same (see finish)."""
+
+    calls: list[tuple[Any, ...]]
+    meta: list[tuple[Any, Any]]
+    entries: list[Entry]
+    mods: list[str]
 
 
 def _wrap_forward(mod: torch.nn.Module, path: str, owner: "Capturer") -> Callable[[], None]:
@@ -426,12 +445,24 @@ class Capturer:
     def __exit__(self, *exc: Any) -> None:
         self._attached.__exit__(*exc)
 
+    _resolved: CaptureOptions | None = None  # opts with the automatic budget fixed by the first step
+
+    def _step_opts(self) -> CaptureOptions:
+        """The automatic statistics budget reads the allocator's statistics, which costs a few hundred microseconds
+        of host time on CUDA: the first step resolves it and later steps of this Capturer reuse the value."""
+        return self._resolved or self.opts
+
+    def _keep_budget(self, batcher: StatsBatcher) -> None:
+        if self.opts.budget_bytes is None and self._resolved is None and batcher.budget >= 0:
+            self._resolved = replace(self.opts, budget_bytes=batcher.budget)
+
     _lean_rec: LeanStatsRecorder | None = None
+    _layout: Layout | None = None  # the last lean step's, reused by the next when it matches
 
     def step(self, args: tuple, kwargs: dict) -> Capture:
         if self.lean:
             return self._lean_step(args, kwargs)
-        opts, root = self.opts, self.root
+        opts, root = self._step_opts(), self.root
         self.stack.stack, self.stack.counts = [], {}
         rec = Recorder(self.stack, opts)
         tap = OpTap(rec.on_op) if (opts.ops or opts.op_sequence) else None
@@ -457,13 +488,14 @@ class Capturer:
         if opts.backward:
             rec.param_grads(root)
         cap = rec.finish(_warning_lines(caught), self.synchronize)
+        self._keep_budget(rec.batcher)
         faults = [m for m in hits if hasattr(m, "hits")]
         cap.fault_hits = faults[0].hits if faults else None
         return cap
 
 
     def _lean_step(self, args: tuple, kwargs: dict) -> Capture:
-        rec = self._lean_rec = LeanStatsRecorder(self.opts)
+        rec = self._lean_rec = LeanStatsRecorder(self._step_opts())
         gc_was = gc.isenabled()
         gc.disable()  # thousands of small tuples per step would trigger collections that scan the whole model
         try:
@@ -471,7 +503,10 @@ class Capturer:
                 warnings.simplefilter("always")
                 with torch.no_grad():
                     self.root(*args, **kwargs)
-            return rec.finish(_warning_lines(caught), self.synchronize)
+            cap = rec.finish(_warning_lines(caught), self.synchronize, self._layout)
+            self._layout = rec.layout
+            self._keep_budget(rec.batcher)
+            return cap
         finally:
             self._lean_rec = None
             if gc_was:

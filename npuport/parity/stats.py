@@ -108,72 +108,153 @@ _FUSED: bool | None = None
 _FUSED_DTYPES = frozenset((torch.bfloat16, torch.float16, torch.float32))
 
 
-class StatsBatcher:
-    """Queue tensors under integer ids; reduce them in batches; `finish()` returns {id: Stats} after one copy."""
+def _fused_device(device: torch.device) -> bool:
+    """The Triton path runs on CUDA devices only (a patch point for host-cost measurements on CPU)."""
+    return device.type == "cuda"
 
-    def __init__(self, budget_bytes: int = 1 << 30, fused: bool | None = None) -> None:
-        self.budget = budget_bytes
+
+# The automatic queue budget: a share of the memory the device has free when a step starts, within bounds. Why
+# a share of free memory: each flush costs fixed host time (a table, two launches: about 0.3 ms on an H200 host,
+# docs/parity.md) and a host-bound forward pays it in full, so fewer flushes are faster; but the queue keeps
+# activations alive that the forward would have freed, so it must stay small next to what the model itself needs.
+AUTO_SHARE = 8  # budget = free device memory / AUTO_SHARE ...
+AUTO_MIN = 256 << 20  # ... at least this (a device nearly full: flush often rather than fail) ...
+AUTO_MAX = 8 << 30  # ... at most this
+HOST_BUDGET = 1 << 30  # CPU tensors, or a device whose free memory cannot be read
+
+
+def free_device_bytes(device: torch.device) -> int | None:
+    """Bytes a new allocation on `device` can use: the driver's free memory plus what the caching allocator holds
+    unused. None for the CPU and for devices whose backend does not say."""
+    backend = getattr(torch, device.type, None) if device.type in ("cuda", "npu") else None
+    if backend is None or not hasattr(backend, "mem_get_info"):
+        return None
+    try:
+        free, _ = backend.mem_get_info(device)
+        cached = int(backend.memory_reserved(device)) - int(backend.memory_allocated(device))
+    except Exception:  # a stand-in backend or an old runtime: fall back to the fixed budget
+        return None
+    return int(free) + max(cached, 0)
+
+
+def auto_budget(device: torch.device) -> int:
+    """The queue budget for tensors on `device` when none was given (see AUTO_SHARE)."""
+    free = free_device_bytes(device)
+    if free is None:
+        return HOST_BUDGET
+    return max(AUTO_MIN, min(AUTO_MAX, free // AUTO_SHARE))
+
+
+class StatsBatcher:
+    """Queue tensors under integer ids; reduce them in batches; `finish()` returns their statistics after one copy.
+    `budget_bytes` bounds the bytes queued between flushes; None sizes it from the first tensor's device
+    (`auto_budget`)."""
+
+    def __init__(self, budget_bytes: int | None = None, fused: bool | None = None) -> None:
+        # -1 until resolved: the first add() then takes the slow branch, so the hot path tests one comparison.
+        self.budget = -1 if budget_bytes is None else budget_bytes
         # fused=None: the Triton path wherever it can run (CUDA tensors with Triton importable); False: torch only.
         self.fused = fused_available() if fused is None else fused
         self._pending: list[tuple[int, torch.Tensor, int]] = []
         self._pending_bytes = 0
-        self._parts: list[tuple[list[int], torch.Tensor]] = []
-        self._numel: dict[int, int] = {}
+        self._parts: list[tuple[list[int], list[int], torch.Tensor]] = []  # (blobs, numels, packed rows) per launch group
         self._mutated: set[int] = set()
         self.kernels: set[str] = set()  # which reducers ran: "triton", "torch" (written to the manifest)
 
     def add(self, blob: int, t: torch.Tensor, version: int | None = None) -> bool:
         """Queue `t` (its `_version` now, if the caller read it already); True when this call flushed the queue.
-        No detach here (a new tensor object per call): flush runs under no_grad. Runs in every module hook, so it
+        No detach here (a new tensor object per call): flush runs under no_grad. Runs once per captured tensor, so it
         does the least: sizes are read at flush."""
         self._pending.append((blob, t, t._version if version is None else version))
         self._pending_bytes += t.nbytes
         if self._pending_bytes >= self.budget:
+            if self.budget < 0:
+                self.budget = auto_budget(t.device)
+                if self._pending_bytes < self.budget:
+                    return False
             self.flush()
             return True
         return False
 
     @torch.no_grad()
     def flush(self) -> None:
-        groups: dict[tuple[Any, ...], list[tuple[int, torch.Tensor]]] = {}
-        fused: dict[tuple[Any, ...], list[tuple[int, torch.Tensor, int]]] = {}
-        numel_of, mutated, use_fused = self._numel, self._mutated, self.fused
-        for blob, t, version in self._pending:  # a few hundred tensors a step: each attribute read counts
-            if t._version != version:
-                mutated.add(blob)
-            n = numel_of[blob] = t.numel()
-            dtype = t.dtype
-            # Triton path: contiguous, non-empty, 16-byte aligned (vector loads) bf16/fp16/fp32 on CUDA
-            if use_fused and n and dtype in _FUSED_DTYPES and t.is_cuda and t.is_contiguous() and not t.data_ptr() & 15:
-                fused.setdefault((dtype, t.device), []).append((blob, t, n))
-            else:
-                groups.setdefault((dtype, n, t.device), []).append((blob, t))
+        pending = self._pending
+        if not pending:
+            return
         self._pending, self._pending_bytes = [], 0
-        if fused:
+        mutated = self._mutated
+        # One pass, grouped by (dtype, device index): a few hundred tensors a step, so each attribute read counts.
+        kinds: dict[tuple[torch.dtype, int], list[tuple[int, torch.Tensor, int]]] = {}
+        for item in pending:
+            t = item[1]
+            if t._version != item[2]:
+                mutated.add(item[0])
+            key = (t.dtype, t.get_device())
+            group = kinds.get(key)
+            if group is None:
+                kinds[key] = [item]
+            else:
+                group.append(item)
+        for (dtype, _), members in kinds.items():
+            device = members[0][1].device
+            if self.fused and dtype in _FUSED_DTYPES and _fused_device(device):
+                self._flush_fused(members, device)
+            else:
+                self._flush_torch(members)
+
+    def _flush_fused(self, members: list[tuple[int, torch.Tensor, int]], device: torch.device) -> None:
+        """Triton path: contiguous, non-empty, 16-byte aligned (vector loads) tensors; the rest go to torch."""
+        blobs: list[int] = []
+        numels: list[int] = []
+        ptrs: list[int] = []
+        rest = []
+        for item in members:
+            t = item[1]
+            n = t.numel()
+            ptr = t.data_ptr()
+            if n and not ptr & 15 and t.is_contiguous():
+                blobs.append(item[0])
+                numels.append(n)
+                ptrs.append(ptr)
+            else:
+                rest.append(item)
+        if blobs:
             from npuport.parity.stats_triton import packed_rows
-        for members in fused.values():
-            self._parts.append(([m[0] for m in members], packed_rows([m[1] for m in members], [m[2] for m in members])))
+            self._parts.append((blobs, numels, packed_rows(ptrs, numels, members[0][1].dtype, device)))
             self.kernels.add("triton")
-        for members in groups.values():
-            self.kernels.add("torch")
-            flat = [t.reshape(-1) for _, t in members]
+        if rest:
+            self._flush_torch(rest)
+
+    def _flush_torch(self, members: list[tuple[int, torch.Tensor, int]]) -> None:
+        """Stack each (numel, device) group of one dtype and reduce it with torch ops."""
+        self.kernels.add("torch")
+        groups: dict[tuple[int, int], list[torch.Tensor]] = {}
+        blobs: dict[tuple[int, int], list[int]] = {}
+        for blob, t, _ in members:
+            key = (t.numel(), t.get_device())
+            groups.setdefault(key, []).append(t.reshape(-1))
+            blobs.setdefault(key, []).append(blob)
+        for key, flat in groups.items():
             stack = flat[0][None] if len(flat) == 1 else torch.stack(flat)
-            self._parts.append(([b for b, _ in members], _packed_group(stack)))
+            self._parts.append((blobs[key], [key[0]] * len(flat), _packed_group(stack)))
 
     def finish(self) -> "StatsTable":
         self.flush()
-        if not self._parts:
+        parts, self._parts = self._parts, []
+        if not parts:
             return StatsTable.empty()
-        ids = [b for blobs, _ in self._parts for b in blobs]
-        devices = {p.device for _, p in self._parts}
+        ids = [b for p in parts for b in p[0]]
+        numels = [n for p in parts for n in p[1]]
+        rows = [p[2] for p in parts]
+        devices = {r.device for r in rows}
         if len(devices) == 1:
-            host = torch.cat([p for _, p in self._parts]).cpu()  # the one device -> host copy
+            host = (rows[0] if len(rows) == 1 else torch.cat(rows)).cpu()  # the one device -> host copy
         else:  # a model spread over devices: one copy per device
-            host = torch.cat([p.cpu() for _, p in self._parts])
-        self._parts = []
-        floats = host[:, : _FIELDS + SAMPLE].contiguous().view(torch.float64)
-        counts = torch.tensor([self._numel[b] for b in ids], dtype=torch.float64)
-        mutated = torch.tensor([b in self._mutated for b in ids], dtype=torch.uint8) if self._mutated else torch.zeros(len(ids), dtype=torch.uint8)
+            host = torch.cat([r.cpu() for r in rows])
+        floats = host[:, : _FIELDS + SAMPLE].view(torch.float64)
+        counts = torch.tensor(numels, dtype=torch.float64)
+        mutated = (torch.tensor([b in self._mutated for b in ids], dtype=torch.uint8) if self._mutated
+                   else torch.zeros(len(ids), dtype=torch.uint8))
         return StatsTable(torch.tensor(ids, dtype=torch.int64), torch.cat([counts[:, None], floats[:, :_FIELDS]], dim=1),
                           host[:, -1].clone(), floats[:, _FIELDS:].clone(), mutated)
 

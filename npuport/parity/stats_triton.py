@@ -14,6 +14,7 @@ integer and bool tensors, and tensors that are not contiguous, stay on the torch
 from __future__ import annotations
 
 import contextlib
+from itertools import accumulate
 from typing import Any
 
 import torch
@@ -136,29 +137,38 @@ if triton is not None:
         tl.store(row + 4 + NS, tl.sum(words, axis=0))
 
 
-def packed_rows(tensors: list[torch.Tensor], numels: list[int]) -> torch.Tensor:
-    """(T, 4 + SAMPLE + 1) int64 rows, as `stats._packed_group` makes them, for contiguous, aligned, non-empty tensors
-    of one floating dtype on one device. Returns without synchronising: two launches and one small host->device copy
-    of the per-tensor table (pointer, numel, first chunk), from pinned memory so it does not wait for the queue."""
-    dtype, device = tensors[0].dtype, tensors[0].device
-    firsts, total = [], 0
-    for n in numels:
-        firsts.append(total)
-        total += (n + CHUNK - 1) // CHUNK
-    t_count = len(tensors)
-    table = torch.tensor([t.data_ptr() for t in tensors] + numels + firsts, dtype=torch.int64)
-    dev_table = table.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else table
-    ptrs, n_t, first_t = dev_table[:t_count], dev_table[t_count: 2 * t_count], dev_table[2 * t_count:]
+def packed_rows(ptrs: list[int], numels: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """(T, 4 + SAMPLE + 1) int64 rows, as `stats._packed_group` makes them, for contiguous, 16-byte aligned, non-empty
+    tensors of one floating dtype on one device, given by data pointer and element count. The caller keeps each tensor
+    alive until this returns; after that the allocator may reuse its memory, which is safe because every later use is
+    queued on the same stream behind these launches. Returns without synchronising: one small host->device copy of the
+    per-tensor table (pointer, numel, first chunk) from pinned memory, so it does not wait for the queue, and two
+    launches."""
+    t_count = len(ptrs)
+    firsts = list(accumulate([(n + CHUNK - 1) // CHUNK for n in numels], initial=0))  # T + 1 values, the last = total
+    total = firsts[-1]
+    cuda = device.type == "cuda"
+    table = torch.tensor(ptrs + numels + firsts, dtype=torch.int64, pin_memory=cuda)  # made pinned: no second copy
+    dev_table = table.to(device, non_blocking=True) if cuda else table
+    ptr_t, n_t, first_t = dev_table[:t_count], dev_table[t_count: 2 * t_count], dev_table[2 * t_count:]
     part_f = torch.empty(total, 4, dtype=torch.float32, device=device)
     part_i = torch.empty(total, dtype=torch.int64, device=device)
     nf = _FIELDS + SAMPLE + 1
     out = torch.empty(t_count, nf, dtype=torch.int64, device=device)
+    launch(ptr_t, n_t, first_t, t_count, total, part_f, part_i, out, dtype, device)
+    return out
+
+
+def launch(ptr_t: torch.Tensor, n_t: torch.Tensor, first_t: torch.Tensor, t_count: int, total: int, part_f: torch.Tensor,
+           part_i: torch.Tensor, out: torch.Tensor, dtype: torch.dtype, device: torch.device) -> None:
+    """The two launches: per-chunk partials, then the per-tensor fold and samples."""
     tl_dtype = _TL_DTYPE[dtype]
     # 2-byte words: 32 per lane per chunk fit an int32 accumulator; 4-byte words need int64.
-    acc = tl.int32 if tensors[0].element_size() == 2 else tl.int64
-    with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-        _chunk_kernel[(total,)](ptrs, n_t, first_t, t_count, part_f, part_i, DTYPE=tl_dtype, WORD=_WORD_DTYPE[dtype],
+    acc = tl.int32 if dtype.itemsize == 2 else tl.int64
+    # Triton launches on the current device; switching costs two runtime calls, so only when it differs.
+    switch = device.type == "cuda" and device.index is not None and device.index != torch.cuda.current_device()
+    with torch.cuda.device(device) if switch else contextlib.nullcontext():
+        _chunk_kernel[(total,)](ptr_t, n_t, first_t, t_count, part_f, part_i, DTYPE=tl_dtype, WORD=_WORD_DTYPE[dtype],
                                 ACC=acc, CHUNK_=CHUNK, BLOCK_=BLOCK, num_warps=NUM_WARPS)
-        _fold_kernel[(t_count,)](ptrs, n_t, first_t, part_f, part_i, out, DTYPE=tl_dtype, CHUNK_=CHUNK,
-                                 FOLD=FOLD_BLOCK, NS=SAMPLE, NF=nf, num_warps=4)
-    return out
+        _fold_kernel[(t_count,)](ptr_t, n_t, first_t, part_f, part_i, out, DTYPE=tl_dtype, CHUNK_=CHUNK,
+                                 FOLD=FOLD_BLOCK, NS=SAMPLE, NF=out.shape[1], num_warps=4)

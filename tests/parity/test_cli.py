@@ -44,8 +44,9 @@ def test_divergence_is_exit_1_with_verdict_line(llama_config):
 
 def test_record_then_compare_and_two_directories(llama_config, tmp_path, standin_npu):
     ref = str(tmp_path / "ref")
-    r = run("record", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN, "--stats-only", "-o", ref, "--quiet")
+    r = run("record", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN, "--stats-only", "--stats-budget", "1", "-o", ref, "--quiet")
     assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "ref" / "manifest.json").read_text())["capture"]["stats_budget_bytes"] == 1 << 20
     r = run("compare", "--hf", llama_config, "--ref", ref, "--dev", "npu", "--golden", "cpu64", "--quiet")
     assert r.exit_code == 0, r.output
     assert "CPU stand-in, not a real NPU" in r.output
@@ -79,6 +80,11 @@ def test_usage_errors_are_exit_2_one_line(args, needle):
     assert r.exit_code == 2, r.output
     assert needle in r.output and "Traceback" not in r.output
     assert len([ln for ln in r.output.splitlines() if ln.startswith("error:")]) == 1
+
+
+def test_stats_budget_must_be_positive():
+    r = run("record", "--dev", "cpu", "--hf", "x.json", "--stats-only", "--stats-budget", "0", "-o", "x")
+    assert r.exit_code == 2 and "'--stats-budget': 0 is not in the range" in r.output and "Traceback" not in r.output
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine has the device")

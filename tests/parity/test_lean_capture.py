@@ -156,7 +156,8 @@ def _check_triton_rows(dtype: torch.dtype, device: str) -> None:
     tensors[4][7] = float("inf")
     tensors[6][stats_triton.CHUNK] = -1e4  # the one element of the last, masked chunk
     tensors[7][100] = float("-inf")
-    rows = stats_triton.packed_rows([t.to(device) for t in tensors], [t.numel() for t in tensors]).cpu()
+    on_dev = [t.to(device) for t in tensors]
+    rows = stats_triton.packed_rows([t.data_ptr() for t in on_dev], [t.numel() for t in on_dev], dtype, torch.device(device)).cpu()
     for t, row in zip(tensors, rows):
         got = _unpack(row, t.numel())
         ref = _unpack(_packed_group(t.reshape(1, -1))[0], t.numel())
@@ -213,3 +214,71 @@ def test_wrapped_forward_keeps_its_signature(llama_config):
     with Capturer(module, CaptureOptions(mode="stats", op_sequence=False), modes_for(parse_device("cpu")), lambda: None) as cap:
         assert cap.lean and "forward" in module.__dict__
         assert inspect.signature(module.forward) == real  # transformers inspects forward's parameters in places
+
+
+def test_lean_flushes_keep_statistics_and_small_tensors_deduplicated(llama_config, monkeypatch):
+    """A budget small enough to flush on almost every tensor gives the same statistics per entry as one flush at the
+    end; the position ids every layer takes (small) stay one blob across those flushes."""
+    prep = prepare(Target(hf_config=str(llama_config)), RunOptions(scenario=SCEN))
+    _, big = _capture(prep, CaptureOptions(mode="stats", op_sequence=False))
+    _, small = _capture(prep, CaptureOptions(mode="stats", op_sequence=False, budget_bytes=4096))
+    assert [e.key for e in big.entries] == [e.key for e in small.entries]
+    for x, y in zip(big.entries, small.entries):
+        sa, sb = big.stats[x.blob], small.stats[y.blob]
+        assert (sa.checksum, sa.count, sa.sample, sa.norm, sa.min, sa.max) == (sb.checksum, sb.count, sb.sample, sb.norm, sb.min, sb.max), x.key
+    pos = {e.blob for e in small.entries if e.leaf == ".kwargs.position_ids"}
+    assert len(pos) == 1 and len([e for e in small.entries if e.leaf == ".kwargs.position_ids"]) > 2
+    # larger tensors are let go at each flush, so one seen before and after a flush gets a second blob
+    monkeypatch.setattr("npuport.parity.capture._SMALL", 0)
+    _, none_kept = _capture(prep, CaptureOptions(mode="stats", op_sequence=False, budget_bytes=4096))
+    assert len(none_kept.stats) > len(small.stats) == len(big.stats)
+    assert len({e.blob for e in none_kept.entries if e.leaf == ".kwargs.position_ids"}) > 1
+
+
+def test_steady_steps_reuse_the_layout_only_when_it_matches(llama_config):
+    """Capturing every step of a loop: the second step's entries are the first's objects (not rebuilt) when the calls
+    and shapes match, and its statistics are its own; a step with another shape rebuilds them."""
+    prep = prepare(Target(hf_config=str(llama_config)), RunOptions(scenario=SCEN))
+    dev = parse_device("cpu")
+    module = place(prep, dev)
+    args, kwargs = prep.inputs["args"], prep.inputs["kwargs"]
+    ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
+    other = (ids + 1) % 256
+    swap = (lambda t: ((t,) + tuple(args[1:]), kwargs)) if "input_ids" not in kwargs else (lambda t: (args, {**kwargs, "input_ids": t}))
+    with Capturer(module, CaptureOptions(mode="stats", op_sequence=False), modes_for(dev), dev.synchronize) as cap:
+        first = cap.step(args, kwargs)
+        second = cap.step(*swap(other))
+        shorter = cap.step(*swap(other[..., :-1]))
+    assert all(x is y for x, y in zip(first.entries, second.entries)) and len(first.entries) == len(second.entries)
+    assert second.module_sequence == first.module_sequence and second.module_sequence is not first.module_sequence
+    logits = first.by_key()["<model>#0:out.logits"]
+    assert first.stats[logits.blob].checksum != second.stats[logits.blob].checksum  # new inputs, new statistics
+    assert shorter.by_key()["<model>#0:out.logits"].shape[-2] == logits.shape[-2] - 1
+    assert not any(x is y for x, y in zip(first.entries, shorter.entries))
+
+
+@pytest.mark.parametrize("op_sequence", [False, True])  # lean recorder, hook recorder
+def test_automatic_budget_is_resolved_once_per_capturer(llama_config, monkeypatch, op_sequence):
+    """The automatic budget reads allocator statistics (costly on CUDA): the first step of a Capturer resolves it, later
+    steps reuse it; a budget given explicitly is never replaced."""
+    from npuport.parity import stats
+
+    asked: list[torch.device] = []
+
+    def fake(device: torch.device) -> int:
+        asked.append(device)
+        return 1 << 20  # small enough to flush during the step
+    monkeypatch.setattr(stats, "auto_budget", fake)
+    prep = prepare(Target(hf_config=str(llama_config)), RunOptions(scenario=SCEN))
+    dev = parse_device("cpu")
+    module = place(prep, dev)
+    args, kwargs = prep.inputs["args"], prep.inputs["kwargs"]
+    with Capturer(module, CaptureOptions(mode="stats", op_sequence=op_sequence), modes_for(dev), dev.synchronize) as cap:
+        first, second = cap.step(args, kwargs), cap.step(args, kwargs)
+        assert cap.lean is not op_sequence and cap._step_opts().budget_bytes == 1 << 20
+    assert len(asked) == 1 and asked[0].type == "cpu"
+    assert [first.stats[e.blob] for e in first.entries] == [second.stats[e.blob] for e in second.entries]
+    with Capturer(module, CaptureOptions(mode="stats", op_sequence=op_sequence, budget_bytes=4096), modes_for(dev), dev.synchronize) as cap:
+        cap.step(args, kwargs)
+        assert cap._step_opts().budget_bytes == 4096
+    assert len(asked) == 1

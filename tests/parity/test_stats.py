@@ -54,3 +54,40 @@ def test_batched_equals_single_and_flags_mutation():
 def test_nonfinite_flag():
     assert tensor_stats(torch.tensor([1.0, float("inf")])).nonfinite
     assert not tensor_stats(torch.tensor([1.0, 2.0])).nonfinite
+
+
+def _fake_cuda(monkeypatch, free: int, reserved: int = 0, allocated: int = 0) -> None:
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 2 * free))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocated)
+
+
+def test_auto_budget_is_a_share_of_free_memory_within_bounds(monkeypatch):
+    from npuport.parity import stats
+
+    cuda = torch.device("cuda", 0)
+    _fake_cuda(monkeypatch, free=140 << 30)
+    assert stats.auto_budget(cuda) == stats.AUTO_MAX  # an idle H200: capped
+    _fake_cuda(monkeypatch, free=3 << 30, reserved=2 << 30, allocated=1 << 30)  # the allocator's unused cache counts
+    assert stats.auto_budget(cuda) == (4 << 30) // stats.AUTO_SHARE
+    _fake_cuda(monkeypatch, free=100 << 20)
+    assert stats.auto_budget(cuda) == stats.AUTO_MIN  # nearly full: the floor
+    assert stats.auto_budget(torch.device("cpu")) == stats.HOST_BUDGET
+
+    def broken(device=None):
+        raise RuntimeError("no driver")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", broken)
+    assert stats.auto_budget(cuda) == stats.HOST_BUDGET
+
+
+def test_unset_budget_resolves_on_the_first_tensor_and_bounds_the_queue(monkeypatch):
+    from npuport.parity import stats
+
+    monkeypatch.setattr(stats, "HOST_BUDGET", 1000)  # CPU tensors take the host budget
+    batch = StatsBatcher()
+    assert not batch.add(0, torch.zeros(100))  # 400 bytes: resolved to 1000, no flush
+    assert batch.budget == 1000
+    assert batch.add(1, torch.zeros(200))  # 1200 >= 1000: flushed
+    assert not batch._pending
+    out = batch.finish()
+    assert out[0] == tensor_stats(torch.zeros(100)) and out[1].count == 200
