@@ -12,18 +12,18 @@ from npuport.scenarios import parse_scenarios
 
 
 def load_target(model: str | None = None, hf_config: str | None = None, entry: str | None = None,
-                dtype: str | None = None, attn: str = "sdpa", fake: bool = True) -> LoadedModel:
+                dtype: str | None = None, attn: str | None = None, fake: bool = True, part: str = "text") -> LoadedModel:
     """The model the user named, built on fake tensors (audit) or real ones (`fake=False`: parity, bench)."""
     if hf_config:
-        return load_hf_config(hf_config, dtype=dtype, attn=attn, fake=fake)
+        return load_hf_config(hf_config, dtype=dtype, attn=attn, fake=fake, part=part)
     if model:
-        return load_model_file(model, entry=entry, fake=fake)
+        return load_model_file(model, entry=entry, fake=fake, dtype=dtype)
     raise NpuportError("no model given", "a model.py or --hf CONFIG.json", "nothing")
 
 
 def audit_model(model: str | None = None, hf_config: str | None = None, entry: str | None = None,
                 scenarios: list[str] | None = None, chip: str = "Ascend910B", torch_npu: str | None = None,
-                dtype: str | None = None, attn: str = "sdpa",
+                dtype: str | None = None, attn: str | None = None, part: str = "text",
                 progress: Callable[[str], None] | None = None, route_preset: str = "default",
                 route_weights: str | None = None, suppress: list[str] | tuple[str, ...] = (),
                 reproducibility: bool = False) -> tuple[AuditReport, dict[str, Any]]:
@@ -39,7 +39,7 @@ def audit_model(model: str | None = None, hf_config: str | None = None, entry: s
         if torch_npu not in coverage.available_versions():
             raise NpuportError(f"no coverage data for torch_npu {torch_npu}", "one of " + ", ".join(coverage.available_versions()), torch_npu)
     parsed = parse_scenarios(scenarios)
-    target = load_target(model, hf_config, entry, dtype, attn)
+    target = load_target(model, hf_config, entry, dtype, attn, part=part)
     if suppress:
         from npuport.rules import suppress as _suppress
 

@@ -6,9 +6,10 @@ Coverage, behaviour rules, the source scan and fusion advice attach to the same 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 import torch
@@ -36,6 +37,7 @@ class AuditReport:
     assumptions: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)  # coverage / findings / source scan / fusions / routes
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (scenario, one-line reason) that could not be traced
 
 
 def _loss_of(model: LoadedModel, out: Any, inputs: tuple[tuple, dict]) -> torch.Tensor:
@@ -55,41 +57,58 @@ def _loss_of(model: LoadedModel, out: Any, inputs: tuple[tuple, dict]) -> torch.
     return loss
 
 
-@contextlib.contextmanager
-def _quiet_libraries() -> Iterator[None]:
-    """transformers logs deprecation notices while tracing; they are not findings about the user's model."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        yield
-        return
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
+from npuport.hf.build import quiet_transformers as _quiet_libraries  # noqa: E402
 
 
-def trace_scenario(model: LoadedModel, sc: Scenario) -> Trace | None:
-    """Run one scenario under the recorder; None when example_inputs says the scenario does not apply."""
-    inputs = model.make_inputs(sc)
+def trace_scenario(model: LoadedModel, sc: Scenario) -> tuple[Trace | None, Scenario]:
+    """Run one scenario under the recorder; None when the scenario does not apply to the model. Returns the scenario
+    as it really ran (a decode of a model with no cache re-runs its context)."""
+    with _torch_logs_quiet():
+        inputs = model.make_inputs(sc)
     if inputs is None:
-        return None
+        return None, sc
+    sc = _as_run(model, sc, inputs)
+    try:
+        return _record(model, sc, inputs, real=True), sc
+    except _DataDependent:
+        # a guard transformers skips while tracing read a tensor value on the real path: follow the tracing path
+        # for this scenario and say so (the inventory may then hold an explicit mask the real run does not build)
+        trace = _record(model, sc, model.make_inputs(sc) or inputs, real=False)
+        trace.notes.append(f"{sc.name}: traced along transformers' export path (a value-dependent check on the real "
+                           "path cannot run on fake tensors)")
+        return trace, sc
+
+
+class _DataDependent(Exception):
+    pass
+
+
+def _record(model: LoadedModel, sc: Scenario, inputs: tuple[tuple, dict], real: bool) -> Trace:
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+
+    from npuport.hf.inputs import real_path
+
     args, kwargs = inputs
     module = model.module
     was_training = module.training
     module.train(sc.kind == "train")
+    path = real_path() if real else contextlib.nullcontext()
     try:
-        with model.mode, Recorder(module, sc.name) as rec, warnings.catch_warnings(), _quiet_libraries():
+        with model.mode, Recorder(module, sc.name) as rec, warnings.catch_warnings(), _quiet_libraries(), \
+                _torch_logs_quiet(), path:
             warnings.simplefilter("ignore")  # library deprecation chatter is not the user's audit
             grad = contextlib.nullcontext() if sc.kind == "train" else torch.no_grad()
             with grad:
                 out = module(*args, **kwargs)
                 if sc.kind == "train":
-                    _loss_of(model, out, inputs).backward()
+                    rec.backward(_loss_of(model, out, inputs))
     except NpuportError:
         raise
+    except DataDependentOutputException as exc:
+        if real and model.config is not None:
+            raise _DataDependent() from exc
+        raise NpuportError(f"the model failed on the {sc.name} inputs", "code that does not read tensor values "
+                           "(fake tensors have none)", describe_exception(exc)) from None
     except Exception as exc:
         raise NpuportError(
             f"the model failed on the {sc.name} inputs",
@@ -99,6 +118,43 @@ def trace_scenario(model: LoadedModel, sc: Scenario) -> Trace | None:
     finally:
         module.train(was_training)
     return rec.trace
+
+
+def _as_run(model: LoadedModel, sc: Scenario, inputs: tuple[tuple, dict]) -> Scenario:
+    """A decode whose inputs hold no cache of `past` positions but the whole context re-runs it per token."""
+    if sc.kind != "decode" or not sc.past:
+        return sc
+    recomputes = getattr(model.make_inputs, "recomputes", None)
+    if recomputes is not None:
+        return replace(sc, recompute=bool(recomputes(sc)))
+    from torch.utils._pytree import tree_flatten
+
+    tensors = [t for t in tree_flatten(list(inputs))[0] if isinstance(t, torch.Tensor)]
+    if any(sc.past in t.shape for t in tensors):
+        return sc
+    if any(sc.past + sc.seq in t.shape for t in tensors):
+        return replace(sc, recompute=True)
+    return sc
+
+
+@contextlib.contextmanager
+def _torch_logs_quiet() -> Iterator[None]:
+    """torch logs a traceback at ERROR level when a fake-tensor kernel raises; npuport reports the error itself in
+    one line (--debug shows the traceback), so these logs never reach the terminal."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = log.level
+    if not logging.getLogger("npuport").isEnabledFor(logging.DEBUG):
+        log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _skip_reason(model: LoadedModel, sc: Scenario) -> str:
+    if getattr(model.make_inputs, "encoder", False) and sc.kind == "decode":
+        return f"{sc.name}: skipped: the model is a bidirectional encoder (every token attends to every other), so it has no token-by-token decode"
+    return f"{sc.name}: skipped (example_inputs returned None)"
 
 
 def native_composites_for(chip_family: str, torch_npu: str | None) -> tuple[frozenset[str], str | None]:
@@ -131,6 +187,8 @@ def run_audit(
     traces: dict[str, Trace] = {}
     used: list[Scenario] = []
     timings: dict[str, float] = {}
+    failed: list[tuple[str, str]] = []
+    notes.extend(model.notes)
     for sc in scenarios:
         sc, note = fit_to_context(sc, model.max_positions)
         if note:
@@ -138,14 +196,29 @@ def run_audit(
         if progress:
             progress(f"tracing {sc.describe()}")
         t0 = time.perf_counter()
-        trace = trace_scenario(model, sc)
-        timings[f"trace_{sc.name}_s"] = time.perf_counter() - t0
-        if trace is None:
-            notes.append(f"{sc.name}: skipped (example_inputs returned None)")
+        try:
+            trace, sc = trace_scenario(model, sc)
+        except NpuportError as exc:  # the other scenarios still report; this one is named with its reason
+            failed.append((sc.name, exc.render()))
+            if progress:
+                progress(f"{sc.name} failed: {exc.render()}")
             continue
+        finally:
+            timings[f"trace_{sc.name}_s"] = time.perf_counter() - t0
+        if trace is None:
+            notes.append(_skip_reason(model, sc))
+            continue
+        if sc.recompute:
+            notes.append(f"{sc.name}: the model keeps no KV cache, so each new token re-runs the whole "
+                         f"{sc.past + sc.seq}-token context (traced as such)")
+        notes.extend(trace.notes)
         traces[sc.name] = trace
         used.append(sc)
     if not traces:
+        if failed:
+            name, reason = failed[0]
+            raise NpuportError(f"no scenario could be traced ({', '.join(n for n, _ in failed)} failed)",
+                               "a model that runs on its inputs", f"{name}: {reason}")
         raise NpuportError("no scenario could be traced", "example_inputs(scenario) to return inputs for at least one scenario", ", ".join(s.name for s in scenarios))
     if progress:
         progress("costing ops on the roofline")
@@ -159,9 +232,10 @@ def run_audit(
     assumptions.append("roofline lower bound: time = max(FLOPs / peak, bytes / bandwidth) per op; no launch overhead, no overlap")
     if any(e.op.endswith("scaled_dot_product_attention") for e in inventory.ops):
         assumptions.append("causal attention FLOPs are counted at half (fused kernels skip masked blocks)")
-    if model.config and (model.config.get("num_local_experts") or model.config.get("num_experts")):
-        assumptions.append("MoE experts traced through transformers' grouped_mm path: every routed token x top_k meets one expert (routing-independent FLOPs)")
-    report = AuditReport(model, used, inventory, traces, torch_npu, notes, assumptions, timings)
+    if any(e.op == "aten::_grouped_mm" for e in inventory.ops):
+        assumptions.append("MoE experts traced through transformers' grouped_mm path: every routed token meets its top-k experts; "
+                           "expert FLOPs are those of the active experts only, routing assumed uniform across experts")
+    report = AuditReport(model, used, inventory, traces, torch_npu, notes, assumptions, timings, failed=failed)
     if target.family == "npu" or torch_npu:
         t0 = time.perf_counter()
         _attach_coverage_if_available(report, torch_npu)

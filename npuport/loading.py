@@ -45,6 +45,9 @@ class LoadedModel:
     max_positions: int | None = None
     dtype: str = "float32"
     config: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)  # choices made while building (dtype, attention, composite part)
+    dtype_source: str = "model"  # "model" (as built), "config", "default" or "--dtype"
+    attn: str | None = None
 
     @property
     def parameters(self) -> int:
@@ -143,7 +146,7 @@ def _mode(fake: bool) -> Any:
     return new_fake_mode() if fake else contextlib.nullcontext()
 
 
-def load_model_file(path: str | Path, entry: str | None = None, fake: bool = True) -> LoadedModel:
+def load_model_file(path: str | Path, entry: str | None = None, fake: bool = True, dtype: str | None = None) -> LoadedModel:
     """model.py by convention, or `file.py:function` / `entry` naming the builder function."""
     text = str(path)
     if entry is None and ":" in text and not Path(text).exists():
@@ -162,7 +165,8 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
     inputs_fn = getattr(mod, "example_inputs", None)
     loss_fn = getattr(mod, "loss_fn", None)
     mode = _mode(fake)
-    with mode:
+    want = parse_dtype(dtype) if dtype else None
+    with mode, _default_dtype(want):
         model = _call_user(builder, f"{builder_name}()")
     if not isinstance(model, torch.nn.Module):
         raise NpuportError(f"{builder_name}() must return a torch.nn.Module", "an nn.Module", type(model).__name__)
@@ -172,7 +176,9 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         max_pos = _max_positions(hf_config)
     if not callable(inputs_fn):
         if hf_config is not None and getattr(hf_config, "vocab_size", None):
-            make = _hf_inputs(model, mode)
+            from npuport.hf.inputs import hf_inputs
+
+            make = hf_inputs(model, mode)
         else:
             raise NpuportError(
                 f"{file.name} defines no example_inputs(scenario)",
@@ -198,7 +204,22 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         source_files=[file.resolve()],
         max_positions=max_pos,
         dtype=_param_dtype(model),
+        dtype_source="--dtype" if want is not None else "model",
     )
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype | None):  # noqa: ANN202 - a context manager
+    """--dtype for a model file: the builder's floating tensors are made in it (tied weights stay tied)."""
+    if dtype is None:
+        yield
+        return
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
 
 
 def _param_dtype(model: torch.nn.Module) -> str:
@@ -216,16 +237,14 @@ def _max_positions(config: Any) -> int | None:
     return None
 
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-
-
 def parse_dtype(name: str) -> torch.dtype:
-    if name not in _DTYPES:
-        raise NpuportError(f"unknown dtype {name!r}", "float32, float16 or bfloat16", name)
-    return _DTYPES[name]
+    from npuport.hf.build import parse_dtype as _parse
+
+    return _parse(name)
 
 
-def load_hf_config(path: str | Path, dtype: str | None = None, attn: str = "sdpa", fake: bool = True) -> LoadedModel:
+def load_hf_config(path: str | Path, dtype: str | None = None, attn: str | None = None, fake: bool = True,
+                   part: str = "text") -> LoadedModel:
     """Build a transformers model from a config.json alone: no weights, no download, fake tensors."""
     file = Path(path)
     if not file.is_file():
@@ -237,74 +256,29 @@ def load_hf_config(path: str | Path, dtype: str | None = None, attn: str = "sdpa
     if not isinstance(raw, dict) or "model_type" not in raw:
         raise NpuportError(f"{file} has no model_type", "a Hugging Face config.json with a model_type field", f"keys: {sorted(raw)[:8] if isinstance(raw, dict) else type(raw).__name__}")
     try:
-        import transformers
+        import transformers  # noqa: F401
     except ImportError:
         raise NpuportError("--hf needs the transformers package", "pip install 'npuport[hf]'", "transformers is not installed") from None
-    try:
-        config = transformers.AutoConfig.for_model(**raw)
-    except (ValueError, KeyError) as exc:
-        raise NpuportError(f"transformers does not know model_type {raw['model_type']!r}", "a model_type of the installed transformers", str(exc)) from None
-    torch_dtype = parse_dtype(dtype or raw.get("dtype") or raw.get("torch_dtype") or "float32")
-    config._attn_implementation = attn
-    if hasattr(config, "num_local_experts") or hasattr(config, "num_experts"):
-        # Routing is data-dependent; the grouped-GEMM experts path has static shapes (every routed token x top_k).
-        config._experts_implementation = "grouped_mm"
+    from npuport.hf.build import build
+    from npuport.hf.inputs import hf_inputs
+
+    if dtype is not None:
+        parse_dtype(dtype)
     mode = _mode(fake)
-    archs = raw.get("architectures") or []
-    from npuport.audit import _quiet_libraries
-    with mode, _quiet_libraries():
-        try:
-            cls = getattr(transformers, archs[0]) if archs and hasattr(transformers, archs[0]) else transformers.AutoModelForCausalLM._model_mapping[type(config)]
-            model = cls._from_config(config, dtype=torch_dtype) if hasattr(cls, "_from_config") else cls(config)
-        except Exception as exc:
-            raise NpuportError(f"building {raw['model_type']} from {file.name} failed", "a config transformers can build", describe_exception(exc)) from None
-    model.train(False)
+    built = build(raw, dtype, attn, mode, part=part, name=file.name)
+    model = built.module
     return LoadedModel(
         name=file.stem,
         origin=str(file),
         module=model,
         mode=mode,
-        make_inputs=_hf_inputs(model, mode),
+        make_inputs=hf_inputs(model, mode),
         loss=None,
         source_files=[],
-        max_positions=_max_positions(config),
-        dtype=str(torch_dtype).removeprefix("torch."),
+        max_positions=_max_positions(built.config),
+        dtype=str(built.dtype).removeprefix("torch."),
         config=raw,
+        notes=built.notes,
+        dtype_source=built.dtype_source,
+        attn=built.attn,
     )
-
-
-def _hf_inputs(model: torch.nn.Module, mode: Any) -> Callable[[Scenario], Inputs | None]:
-    """Token ids for any causal LM; decode adds a KV cache of `past` positions filled with fake tensors."""
-    config = model.config
-
-    def make(sc: Scenario) -> Inputs | None:
-        with mode:
-            ids = torch.randint(0, config.vocab_size, (sc.batch, sc.seq))
-            kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": sc.kind != "train"}
-            if sc.kind == "train":
-                kwargs["labels"] = ids
-            if sc.kind == "decode" and sc.past:
-                kwargs["past_key_values"] = _kv_cache(model, sc)
-        return (), kwargs
-
-    return make
-
-
-def _kv_cache(model: torch.nn.Module, sc: Scenario) -> Any:
-    import transformers
-
-    config = model.config
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    heads = getattr(text, "num_attention_heads", None) or getattr(text, "n_head")
-    kv_heads = getattr(text, "num_key_value_heads", None) or heads
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
-    layers = getattr(text, "num_hidden_layers", None) or getattr(text, "n_layer")
-    dtype = next(model.parameters()).dtype
-    try:
-        cache = transformers.DynamicCache(config=config)
-    except TypeError:  # transformers 4.x
-        cache = transformers.DynamicCache()
-    for i in range(layers):
-        k = torch.zeros(sc.batch, kv_heads, sc.past, head_dim, dtype=dtype)
-        cache.update(k, torch.zeros_like(k), i)
-    return cache

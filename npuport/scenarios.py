@@ -24,6 +24,8 @@ class Scenario:
     batch: int
     seq: int
     past: int = 0
+    # decode only: the model keeps no cache, so each new token re-runs the whole context (past + seq tokens)
+    recompute: bool = False
 
     @property
     def tokens(self) -> int:
@@ -33,12 +35,17 @@ class Scenario:
         base = f"{self.name}: batch {self.batch} x {self.seq} token{'s' if self.seq != 1 else ''}"
         if self.kind == "train":
             base += ", forward + backward"
-        if self.past:
-            base += f", KV cache {self.past}"
+        if self.past and self.recompute:
+            base += f", no cache: re-runs the {self.past + self.seq}-token context"
+        elif self.past:
+            base += f", cache of {self.past} tokens"
         return base
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "kind": self.kind, "batch": self.batch, "seq": self.seq, "past": self.past}
+        out: dict[str, object] = {"name": self.name, "kind": self.kind, "batch": self.batch, "seq": self.seq, "past": self.past}
+        if self.kind == "decode":
+            out["recompute"] = self.recompute
+        return out
 
 
 DEFAULTS: dict[Kind, Scenario] = {

@@ -193,7 +193,7 @@ def audit_for_bench(model: str | None, hf_config: str | None, entry: str | None,
     sc, note = fit_to_context(parsed[0], target.max_positions)
     notes = [note] if note else []
     say(f"tracing {sc.describe()}")
-    trace = trace_scenario(target, sc)
+    trace, sc = trace_scenario(target, sc)
     if trace is None:
         raise NpuportError(f"the model does not run the {sc.name} scenario", "example_inputs(scenario) to return inputs", "None")
     profile = get_chip(chip)

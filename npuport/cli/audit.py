@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -24,8 +25,9 @@ _EXT = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "cs
               help="train, prefill, decode (repeatable or joined with +). Default: all three.")
 @click.option("--chip", default="Ascend910B", show_default=True, help="Target chip from mappings/hardware.yaml.")
 @click.option("--torch-npu", "torch_npu", metavar="VERSION", help="torch_npu release to check coverage against (default: newest checked in).")
-@click.option("--dtype", help="Model dtype for --hf builds (float32, float16, bfloat16; default: the config's).")
-@click.option("--attn", default="sdpa", show_default=True, help="Attention implementation for --hf builds (sdpa or eager).")
+@click.option("--dtype", help="Trace in this dtype (float32, float16, bfloat16). Default: the config's, else bfloat16 for --hf; as built for a model file.")
+@click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto (SDPA where the class has it, else its own default), sdpa, eager.")
+@click.option("--hf-part", "hf_part", type=click.Choice(["text", "full"]), default="text", show_default=True, help="For a composite (multimodal) config: its text decoder, or the full model.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format (default: from -o's extension, else text).")
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE (refuses to replace an existing file without --force).")
 @click.option("--force", is_flag=True, help="Allow -o to replace an existing file.")
@@ -41,7 +43,7 @@ _EXT = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "cs
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @handle_errors
 def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios: tuple[str, ...], chip: str,
-          torch_npu: str | None, dtype: str | None, attn: str, fmt: str | None, output: str | None, force: bool,
+          torch_npu: str | None, dtype: str | None, attn: str, hf_part: str, fmt: str | None, output: str | None, force: bool,
           top: int, show_views: bool, preset: str, weights: str | None, static_only: bool, suppressions: tuple[str, ...],
           fail_on_level: str | None, reproducibility: bool, quiet: bool, debug: bool) -> None:
     """Inventory every op MODEL runs, on fake tensors: module, source line, shapes per scenario, dtypes, FLOPs,
@@ -62,10 +64,11 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
     if static_only:
         _static(model, hf_config, fmt, output, force, suppressions, fail_on_level, inputs, quiet)
         return
-    report, data = audit_model(model=model, hf_config=hf_config, entry=entry, scenarios=list(scenarios), chip=chip,
-                               torch_npu=torch_npu, dtype=dtype, attn=attn, progress=progress_printer(not quiet),
+    with contextlib.redirect_stdout(sys.stderr):  # what the user's model prints must not corrupt the report on stdout
+        report, data = audit_model(model=model, hf_config=hf_config, entry=entry, scenarios=list(scenarios), chip=chip,
+                               torch_npu=torch_npu, dtype=dtype, attn=attn, part=hf_part, progress=progress_printer(not quiet),
                                route_preset=preset, route_weights=weights, suppress=suppressions,
-                               reproducibility=reproducibility)
+                                   reproducibility=reproducibility)
     text = _render(data, fmt, top, show_views)
     if output:
         write_output(output, text, force, protected=inputs)
@@ -73,8 +76,12 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
             click.echo(f"npuport: wrote {fmt} report to {output}", err=True)
     else:
         sys.stdout.write(text)
+    for name, reason in report.failed:
+        click.echo(f"npuport: scenario {name} could not be traced: {reason}", err=True)
     items = list(report.extras.get("finding_objects", [])) + list(getattr(report.extras.get("scan_object"), "diagnostics", []))
     _exit_on(items, fail_on_level)
+    if report.failed:
+        raise click.exceptions.Exit(1)
 
 
 def _exit_on(items: list, level: str | None) -> None:

@@ -35,7 +35,7 @@ def _candidates(text: str) -> set[str] | None:
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda[:i] or npu[:i].")
 @click.option("--chip", help="Roofline chip from mappings/hardware.yaml (default: detected from the device name).")
 @click.option("--dtype", help="Model dtype for --hf builds.")
-@click.option("--attn", default="sdpa", show_default=True, help="Attention implementation for --hf builds.")
+@click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto (SDPA where the class has it), sdpa, eager.")
 @click.option("--reps", default=50, show_default=True, help="Timed repetitions per candidate (at most).")
 @click.option("--warmup", default=10, show_default=True, help="Untimed calls before timing.")
 @click.option("--budget", "budget_s", default=0.5, show_default=True, help="Seconds of timed calls per candidate; slow ops get fewer reps (never under 5).")

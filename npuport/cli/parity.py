@@ -39,7 +39,7 @@ def _model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--hf", "hf_config", metavar="CONFIG.json", help="A Hugging Face architecture from its config.json (random seeded weights)."),
         click.option("--entry", metavar="FUNCTION", help="Builder function in MODEL instead of build_model."),
         click.option("--dtype", help="Model dtype (float32, float16, bfloat16; default: the config's / the model's)."),
-        click.option("--attn", default="sdpa", show_default=True, help="Attention implementation for --hf builds."),
+        click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto (SDPA where the class has it), sdpa, eager."),
         click.option("--scenario", default="prefill:batch=1,seq=128", show_default=True, metavar="NAME[:batch=N,seq=N]",
                      help="train (forward + backward), prefill or decode."),
         click.option("--seed", default=0, show_default=True, help="Seed for weights (seed), inputs (seed+1) and the run (seed+2)."),

@@ -49,7 +49,7 @@ def render_html(data: dict[str, Any], top: int = 60) -> str:
                     f"<td>{fmt_share(o['time_share'])}</td>{per}<td>{o['calls']:,}</td><td>{shapes}</td><td>{esc(', '.join(o['dtypes']))}</td>"
                     f"<td>{'<br>'.join(esc(x) for x in o['modules'][:3])}</td><td>{esc(short_source(o['sources'][0]) if o['sources'] else '')}</td>"
                     f"<td>{'yes' if o['fused'] else 'no'}</td><td>{esc(cov)}</td></tr>")
-    scen = "".join(f"<tr><td>{esc(s['name'])}</td><td>{s['batch']} x {s['seq']}{(', KV ' + str(s['past'])) if s['past'] else ''}</td>"
+    scen = "".join(f"<tr><td>{esc(s['name'])}</td><td>{s['batch']} x {s['seq']}{((', no cache, re-runs ' + str(s['past'] + s['seq']) + ' tokens') if s.get('recompute') else (', cache ' + str(s['past']))) if s['past'] else ''}</td>"
                    f"<td>{s['compute_calls']:,}</td><td>{fmt_si(s['flops'], 'FLOP')}</td><td>{fmt_si(s['bytes'], 'B')}</td>"
                    f"<td>{fmt_time(s['estimated_time_s'])}</td></tr>" for s in data["scenarios"])
     notes = "".join(f"<li>{esc(n)}</li>" for n in data["notes"] + [f"assumption: {a}" for a in data["assumptions"]])

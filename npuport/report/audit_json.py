@@ -89,6 +89,8 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
             "origin": m.origin,
             "parameters": m.parameters,
             "dtype": m.dtype,
+            "dtype_source": m.dtype_source,
+            "attn": m.attn,
             "max_positions": m.max_positions,
         },
         "chip": inv.chip.name,
@@ -120,6 +122,7 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
         "native_composites": sorted(inv.native_composites),
         "assumptions": report.assumptions,
         "notes": report.notes,
+        "failed_scenarios": [{"name": n, "reason": r} for n, r in report.failed],
     }
     if "finding_objects" in extras:
         data["findings"] = [f.to_json() for f in extras["finding_objects"]]

@@ -19,7 +19,7 @@ def render_markdown(data: dict[str, Any], top: int = 40) -> str:
              + (f"; torch_npu {data['torch_npu'] or data.get('coverage', {}).get('version', '')}" if data.get("coverage") else ""), "",
              "| scenario | shape | compute ops | FLOPs | bytes | estimated time |", "|---|---|---:|---:|---:|---:|"]
     for s in data["scenarios"]:
-        shape = f"{s['batch']} x {s['seq']}" + (f", KV {s['past']}" if s["past"] else "") + (", fwd+bwd" if s["kind"] == "train" else "")
+        shape = f"{s['batch']} x {s['seq']}" + ((f", no cache, re-runs {s['past'] + s['seq']} tokens" if s.get("recompute") else f", cache {s['past']}") if s["past"] else "") + (", fwd+bwd" if s["kind"] == "train" else "")
         lines.append(f"| {s['name']} | {shape} | {s['compute_calls']:,} | {fmt_si(s['flops'], 'FLOP')} | {fmt_si(s['bytes'], 'B')} | {fmt_time(s['estimated_time_s'])} |")
     lines += ["", "## Operator inventory", "",
               "| op | class | share | " + " | ".join(sc_names) + " | calls | shapes by scenario | dtypes | modules | source | fused | NPU impl |",

@@ -34,7 +34,7 @@ def render_text(data: dict[str, Any], console: Console, top: int = 30, show_view
                                 (data["chip"], "bold"), f" ({data['chip_description']})"))
     sc_names = [s["name"] for s in data["scenarios"]]
     for s in data["scenarios"]:
-        desc = f"batch {s['batch']} x {s['seq']} tokens" + (", forward + backward" if s["kind"] == "train" else "") + (f", KV cache {s['past']}" if s["past"] else "")
+        desc = f"batch {s['batch']} x {s['seq']} tokens" + (", forward + backward" if s["kind"] == "train" else "") + ((f", no cache: re-runs the {s['past'] + s['seq']}-token context" if s.get("recompute") else f", cache of {s['past']} tokens") if s["past"] else "")
         console.print(f"  {s['name']:<8} {desc}: {fmt_count(s['compute_calls'])} compute ops, {fmt_si(s['flops'], 'FLOP')}, "
                       f"{fmt_si(s['bytes'], 'B')} moved, estimated {fmt_time(s['estimated_time_s'])}")
     if data.get("coverage"):

@@ -58,6 +58,8 @@ class _Context:
     next_id: int = 0
     # view output id -> base id, known at dispatch time (autograd sets ._base only after dispatch returns)
     view_bases: dict[int, int] = field(default_factory=dict)
+    # while loss.backward() runs: where ops with no autograd node (the gradient seed) are attributed
+    backward_tag: tuple | None = None
 
     def tid(self, t: torch.Tensor) -> int:
         got = self.tensor_ids.get(t)
@@ -145,7 +147,11 @@ class _OpRecorder(TorchDispatchMode):
             if isinstance(target, torch.Tensor) and id(target) in slot:
                 mutated.append(slot[id(target)])
         node = torch._C._current_autograd_node()
-        if node is not None:
+        if node is None and ctx.backward_tag is not None:  # the seed of loss.backward(): the user's loss line
+            phase = "backward"
+            module, module_type, source, api = ctx.backward_tag
+            frame_id = None
+        elif node is not None:
             phase = "backward"
             tag = node.metadata.get(_META_KEY)
             module, module_type, source, api, frame_id = tag if tag else ("", "", None, "backward", None)
@@ -255,6 +261,22 @@ class Recorder:
         self._api.__enter__()
         self._ops.__enter__()
         return self
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """loss.backward(), with the ops autograd runs outside any node (the ones-like seed) attributed to the op
+        that produced the loss: its module and the user's source line, not the caller of the audit."""
+        tid = self._ctx.tensor_ids.get(loss)
+        tag = ("", "", None, "backward seed")
+        if tid is not None:
+            for call in reversed(self.trace.calls):
+                if any(o.id == tid for o in call.outputs):
+                    tag = (call.module, call.module_type, call.source, f"backward seed of {call.api or call.op}")
+                    break
+        self._ctx.backward_tag = tag
+        try:
+            loss.backward()
+        finally:
+            self._ctx.backward_tag = None
 
     def __exit__(self, *exc: object) -> None:
         self._ops.__exit__(*exc)

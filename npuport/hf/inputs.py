@@ -1,0 +1,154 @@
+"""Inputs for each scenario of a transformers model, and the cache decode runs against, made by the model itself.
+
+Decode: a prefill of `past` tokens runs first on fake tensors (not recorded) and its returned cache is what the
+decode step reads, so MLA latent caches, sliding-window, shared-layer and SSM / hybrid states are whatever the model
+really keeps. A model that returns no cache recomputes the whole context for every new token: its decode step is a
+forward over past + 1 tokens, labelled as such. Encoders (bidirectional attention) have no decode step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from typing import Any, Callable, Iterator
+
+import torch
+
+from npuport.scenarios import Scenario
+
+Inputs = tuple[tuple, dict]
+_CACHE_FIELDS = ("cache", "past_key_values", "cache_params", "state", "mems")
+
+
+@contextlib.contextmanager
+def real_path() -> Iterator[None]:
+    """Make transformers take the path a real run takes under fake tensors.
+
+    transformers treats a FakeTensor as "being traced" (`is_tracing`) and then, for export's sake, builds an explicit
+    causal mask where a real run passes none, which also drops SDPA's `enable_gqa` and repeats K/V. The audit is
+    not an export: for the duration of the trace a fake tensor is an ordinary tensor to transformers. The guards
+    that then read tensor values get the answer a real run gets for the audit's inputs (no padding, no packed
+    sequences: positions are 0..n-1 in every row).
+    """
+    try:
+        from transformers.utils import import_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(import_utils, "is_fake_tensor", None)
+    if original is None:
+        yield
+        return
+    patches: list[tuple[Any, str, Any]] = [(import_utils, "is_fake_tensor", lambda x: False)]
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        masking_utils = None
+    if masking_utils is not None and hasattr(masking_utils, "find_packed_sequence_indices"):
+        packed = masking_utils.find_packed_sequence_indices
+
+        def find_packed(position_ids: torch.Tensor, *a: Any, **k: Any) -> Any:
+            # the audit's positions are never packed: a real run finds no packing and returns None
+            return None if original(position_ids) else packed(position_ids, *a, **k)
+
+        patches.append((masking_utils, "find_packed_sequence_indices", find_packed))
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    for obj, name, new in patches:
+        setattr(obj, name, new)
+    try:
+        yield
+    finally:
+        for obj, name, old in saved:
+            setattr(obj, name, old)
+
+
+def is_encoder(config: Any) -> bool:
+    """A bidirectional encoder (BERT and kin) used through its LM head: no autoregressive decode. Such types are in
+    transformers' masked-LM mapping; their config turns causal attention on only with `is_decoder`."""
+    if getattr(config, "is_decoder", False) or getattr(config, "is_encoder_decoder", False):
+        return False
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES as masked
+    except ImportError:
+        return False
+    return getattr(config, "model_type", "") in masked
+
+
+def vocab_size(config: Any) -> int:
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for key in ("vocab_size", "n_vocab", "padded_vocab_size"):
+        v = getattr(text, key, None) or getattr(config, key, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return 32000
+
+
+def hf_inputs(model: torch.nn.Module, mode: Any, notes: list[str] | None = None) -> Callable[[Scenario], Inputs | None]:
+    """Token ids for any transformers LM; decode gets the cache the model itself returns after `past` tokens."""
+    config = model.config
+    vocab = vocab_size(config)
+    encoder = is_encoder(config)
+    caches: dict[tuple[int, int], Any] = {}
+
+    def make(sc: Scenario) -> Inputs | None:
+        if sc.kind == "decode" and encoder:
+            return None
+        with mode:
+            if sc.kind != "decode" or not sc.past:
+                ids = torch.randint(0, vocab, (sc.batch, sc.seq))
+                kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": sc.kind != "train" and not encoder}
+                if sc.kind == "train":
+                    kwargs["labels"] = ids
+                if encoder:
+                    kwargs.pop("use_cache")
+                return (), kwargs
+            key = (sc.batch, sc.past)
+            if key not in caches:
+                caches[key] = _prefill_cache(model, sc.batch, sc.past, vocab)
+            name, cache = caches[key]
+            if cache is None:  # no cache: the step re-reads the whole context
+                ids = torch.randint(0, vocab, (sc.batch, sc.past + sc.seq))
+                return (), {"input_ids": ids, "use_cache": False}
+            ids = torch.randint(0, vocab, (sc.batch, sc.seq))
+            return (), {"input_ids": ids, name: cache, "use_cache": True}
+
+    make.recomputes = lambda sc: sc.kind == "decode" and sc.past and not encoder and caches.get((sc.batch, sc.past), ("", 0))[1] is None  # type: ignore[attr-defined]
+    make.encoder = encoder  # type: ignore[attr-defined]
+    return make
+
+
+def _prefill_cache(model: torch.nn.Module, batch: int, past: int, vocab: int) -> tuple[str, Any]:
+    """Run the model over `past` tokens (fake tensors, not recorded) and return (kwarg name, cache) it hands back."""
+    ids = torch.randint(0, vocab, (batch, past))
+    from npuport.hf.build import quiet_transformers
+
+    was = model.training
+    model.train(False)
+    try:
+        with torch.no_grad(), real_path(), quiet_transformers():
+            out = model(input_ids=ids, use_cache=True)
+    finally:
+        model.train(was)
+    params = _forward_params(model)
+    for name in _CACHE_FIELDS:
+        cache = getattr(out, name, None) if not isinstance(out, dict) else out.get(name)
+        if cache is not None:
+            # pass it back under the name the forward takes now (transformers renames these across releases)
+            if name not in params:
+                name = next((n for n in _CACHE_FIELDS if n in params), name)
+            return name, cache
+    return "", None
+
+
+def _forward_params(model: torch.nn.Module) -> set[str]:
+    import inspect
+
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def decode_label(sc: Scenario) -> Scenario:
+    """The decode scenario as it really runs for a model with no cache."""
+    return replace(sc, recompute=True)

@@ -1,0 +1,81 @@
+"""Configs for sweeping the installed transformers' architectures: every causal-LM model type from its default
+config, with the layer count cut (per-layer lists cut to match) so a sweep stays quick, and a "tiny" variant with
+small widths that can be built on real tensors as a control.
+
+Used by scripts/zoo_sweep.py and the per-family tests; nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_decoder_layers", "decoder_layers")
+
+# Small widths for the real-tensor control. Only keys a config already has are changed.
+_TINY = {
+    "hidden_size": 64, "d_model": 64, "n_embd": 64, "dim": 64,
+    "intermediate_size": 128, "ffn_dim": 128, "n_inner": 128, "ffn_hidden_size": 128,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64, "expert_intermediate_size": 32,
+    "vocab_size": 256, "num_attention_heads": 4, "n_head": 4, "num_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 16, "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
+    "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2, "n_group": 1, "topk_group": 1,
+    "kv_lora_rank": 32, "q_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+    "max_position_embeddings": 512, "n_positions": 512,
+}
+
+
+def cut_layers(raw: dict[str, Any], layers: int = 2) -> dict[str, Any]:
+    """The config with `layers` decoder layers; lists of per-layer values are cut to the same length. A MoE
+    config whose first dense layers would cover every kept layer keeps one MoE layer."""
+    out = copy.deepcopy(raw)
+    for section in _sections(out):
+        old = next((section[k] for k in LAYER_KEYS if isinstance(section.get(k), int)), None)
+        if old is None or old <= layers:
+            continue
+        for k in LAYER_KEYS:
+            if isinstance(section.get(k), int):
+                section[k] = layers
+        for k, v in list(section.items()):
+            if isinstance(v, list) and len(v) == old:
+                section[k] = v[:layers]
+            elif isinstance(v, str) and len(v) == old and k.endswith("pattern"):
+                section[k] = v[:layers]
+        for k in ("first_k_dense_replace", "num_dense_layers", "first_dense_layers"):
+            if isinstance(section.get(k), int) and section[k] >= layers:
+                section[k] = layers - 1
+    return out
+
+
+def tiny(raw: dict[str, Any]) -> dict[str, Any]:
+    """Small widths for a real-tensor run (the control); layer count untouched."""
+    out = copy.deepcopy(raw)
+    for section in _sections(out):
+        for k, v in _TINY.items():
+            if isinstance(section.get(k), int) and not isinstance(section.get(k), bool) and section[k] > v:
+                section[k] = v
+    return out
+
+
+def _sections(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """The top-level config and any nested sub-config (text_config, ...) that has its own layer count."""
+    found = [raw]
+    for v in raw.values():
+        if isinstance(v, dict) and any(k in v for k in LAYER_KEYS + ("hidden_size",)):
+            found.append(v)
+    return found
+
+
+def default_config(model_type: str) -> dict[str, Any]:
+    import transformers
+
+    cfg = transformers.AutoConfig.for_model(model_type)
+    raw = cfg.to_dict()
+    raw["model_type"] = model_type
+    return raw
+
+
+def causal_lm_types() -> list[str]:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
