@@ -63,8 +63,15 @@ from npuport.hf.build import quiet_transformers as _quiet_libraries  # noqa: E40
 def trace_scenario(model: LoadedModel, sc: Scenario) -> tuple[Trace | None, Scenario]:
     """Run one scenario under the recorder; None when the scenario does not apply to the model. Returns the scenario
     as it really ran (a decode of a model with no cache re-runs its context)."""
-    with _torch_logs_quiet():
-        inputs = model.make_inputs(sc)
+    try:
+        with _torch_logs_quiet():
+            inputs = model.make_inputs(sc)
+    except NpuportError:
+        raise
+    except Exception as exc:
+        what = "building the cache for" if sc.kind == "decode" else "making the inputs of"
+        raise NpuportError(f"{what} the {sc.name} scenario failed", "a model that runs on its inputs",
+                           describe_exception(exc)) from None
     if inputs is None:
         return None, sc
     sc = _as_run(model, sc, inputs)

@@ -39,7 +39,10 @@ def real_path() -> Iterator[None]:
     if original is None:
         yield
         return
-    patches: list[tuple[Any, str, Any]] = [(import_utils, "is_fake_tensor", lambda x: False)]
+    def not_fake(x: Any) -> bool:
+        return False
+
+    patches: list[tuple[Any, str, Any]] = [(import_utils, "is_fake_tensor", not_fake)]
     try:
         from transformers import masking_utils
     except ImportError:
@@ -48,8 +51,18 @@ def real_path() -> Iterator[None]:
         packed = masking_utils.find_packed_sequence_indices
 
         def find_packed(position_ids: torch.Tensor, *a: Any, **k: Any) -> Any:
-            # the audit's positions are never packed: a real run finds no packing and returns None
-            return None if original(position_ids) else packed(position_ids, *a, **k)
+            if not original(position_ids):
+                return packed(position_ids, *a, **k)
+            # The real run computes the packed-sequence mask, checks it on the host and, for positions 0..n-1 in
+            # every row (the audit's), finds no packing. Same ops here, except the host read of the check's answer.
+            import_utils.is_fake_tensor = original
+            try:
+                mask = packed(position_ids, *a, **k)
+            finally:
+                import_utils.is_fake_tensor = not_fake
+            if mask is not None:
+                (mask[:, -1] == 0).all()
+            return None
 
         patches.append((masking_utils, "find_packed_sequence_indices", find_packed))
     saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
@@ -124,9 +137,15 @@ def _prefill_cache(model: torch.nn.Module, batch: int, past: int, vocab: int) ->
 
     was = model.training
     model.train(False)
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+
     try:
-        with torch.no_grad(), real_path(), quiet_transformers():
-            out = model(input_ids=ids, use_cache=True)
+        try:
+            with torch.no_grad(), real_path(), quiet_transformers():
+                out = model(input_ids=ids, use_cache=True)
+        except DataDependentOutputException:  # a value-dependent check on the real path: take the tracing path
+            with torch.no_grad(), quiet_transformers():
+                out = model(input_ids=ids, use_cache=True)
     finally:
         model.train(was)
     params = _forward_params(model)

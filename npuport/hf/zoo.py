@@ -26,25 +26,59 @@ _TINY = {
 
 
 def cut_layers(raw: dict[str, Any], layers: int = 2) -> dict[str, Any]:
-    """The config with `layers` decoder layers; lists of per-layer values are cut to the same length. A MoE
-    config whose first dense layers would cover every kept layer keeps one MoE layer."""
+    """The config with `layers` decoder layers; lists of per-layer values are cut to the same layers. A hybrid keeps
+    one layer of each kind it has (attention, linear attention, SSM, ...) where `layers` allows, and a MoE config whose
+    first dense layers would cover every kept layer keeps one MoE layer."""
     out = copy.deepcopy(raw)
     for section in _sections(out):
         old = next((section[k] for k in LAYER_KEYS if isinstance(section.get(k), int)), None)
         if old is None or old <= layers:
             continue
+        keep = _kept_layers(section, old, layers)
         for k in LAYER_KEYS:
             if isinstance(section.get(k), int):
                 section[k] = layers
         for k, v in list(section.items()):
             if isinstance(v, list) and len(v) == old:
-                section[k] = v[:layers]
+                section[k] = [v[i] for i in keep]
             elif isinstance(v, str) and len(v) == old and k.endswith("pattern"):
-                section[k] = v[:layers]
+                section[k] = "".join(v[i] for i in keep)
+            elif k.endswith(("layer_indices", "layer_ids")) and isinstance(v, list) and all(isinstance(i, int) for i in v):
+                section[k] = [keep.index(i) for i in v if i in keep]  # absolute indices renumbered
         for k in ("first_k_dense_replace", "num_dense_layers", "first_dense_layers"):
             if isinstance(section.get(k), int) and section[k] >= layers:
                 section[k] = layers - 1
+        for kind in ("attn", "expert"):  # Jamba-style "every period-th layer from offset"
+            off, per = f"{kind}_layer_offset", f"{kind}_layer_period"
+            if isinstance(section.get(off), int) and isinstance(section.get(per), int) and section[off] >= layers:
+                section[off], section[per] = layers - 1, layers
+        if all(isinstance(section.get(k), int) for k in ("n_input_layers", "n_recurrent_layers", "n_output_layers")):
+            section["n_input_layers"], section["n_output_layers"] = 0, 0
+            section["n_recurrent_layers"] = layers
     return out
+
+
+def _kept_layers(section: dict[str, Any], old: int, layers: int) -> list[int]:
+    """Which of the `old` layers to keep: the first layer of each distinct kind, then the earliest others."""
+    kinds = next((v for k, v in section.items() if isinstance(v, (list, str)) and len(v) == old
+                  and k.endswith(("layer_types", "layers_block_type", "pattern", "block_types"))), None)
+    keep: list[int] = []
+    if kinds is not None:
+        seen: set[str] = set()
+        for i, kind in enumerate(kinds):
+            if str(kind) not in seen:
+                seen.add(str(kind))
+                keep.append(i)
+    for k, v in section.items():  # explicit attention-layer index lists (Bamba, Zamba)
+        if k.endswith(("layer_indices", "layer_ids")) and isinstance(v, list) and v and isinstance(v[0], int) and v[0] not in keep:
+            keep.append(v[0])
+    keep = sorted(keep)[:layers]
+    for i in range(old):
+        if len(keep) >= layers:
+            break
+        if i not in keep:
+            keep.append(i)
+    return sorted(keep)
 
 
 def tiny(raw: dict[str, Any]) -> dict[str, Any]:
@@ -54,6 +88,14 @@ def tiny(raw: dict[str, Any]) -> dict[str, Any]:
         for k, v in _TINY.items():
             if isinstance(section.get(k), int) and not isinstance(section.get(k), bool) and section[k] > v:
                 section[k] = v
+        # MLA (DeepSeek-style): head_dim is the rotary part of the query/key head; the full head is nope + rope
+        if isinstance(section.get("qk_rope_head_dim"), int):
+            if "head_dim" in section:
+                section["head_dim"] = section["qk_rope_head_dim"]
+            if "num_key_value_heads" in section:  # MLA shares the latent across heads: no grouped K/V heads
+                section["num_key_value_heads"] = section.get("num_attention_heads")
+            if "qk_head_dim" in section:
+                section["qk_head_dim"] = section["qk_rope_head_dim"] + section.get("qk_nope_head_dim", 0)
     return out
 
 
