@@ -286,11 +286,33 @@ def attach_findings(report: AuditReport, reproducibility: bool = False) -> None:
                     shares[id(trace.calls[i])] = rc.time_s / total / len(rc.indices)
         findings = evaluate(report.traces, chip=chip.name, torch_npu=report.torch_npu,
                             time_share=lambda call: shares.get(id(call), 0.0), reproducibility=reproducibility)
-        report.extras["finding_objects"] = findings
+        report.extras["finding_objects"] = findings + _recompute_findings(report)
     if report.model.source_files:
         from npuport.rules.source_scan import scan
 
         report.extras["scan_object"] = scan(report.model.source_files[0])
+
+
+def _recompute_findings(report: AuditReport) -> list:
+    """A decode with no cache re-runs the whole context for every new token: say so, with where the time goes."""
+    from npuport.rules.engine import Evidence, Finding
+
+    out = []
+    for sc in report.scenarios:
+        if not sc.recompute:
+            continue
+        total = report.inventory.totals[sc.name]
+        out.append(Finding(
+            id="NPD001", title="decode without a KV cache", level="warning", impact="performance",
+            message=(f"decode re-runs the whole {sc.past + sc.seq}-token context for each new token "
+                     f"({total.flops / max(1, sc.batch):.3g} FLOPs per token per sequence, growing with the context)"),
+            fix="keep the attention keys / values of past tokens (a KV cache) and run only the new token per step",
+            source="npuport: traced decode inputs hold the whole context and no cache",
+            evidence=[Evidence(scenario=sc.name, op="(model forward)", module="", module_type=type(report.model.module).__name__,
+                               source=None, calls=1, time_share=1.0)],
+            detection="trace", chip=report.inventory.chip.name,
+        ))
+    return out
 
 
 def attach_fusions(report: AuditReport, preset: str = "default", overrides: str | None = None) -> None:

@@ -166,7 +166,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
     loss_fn = getattr(mod, "loss_fn", None)
     mode = _mode(fake)
     want = parse_dtype(dtype) if dtype else None
-    with mode, _default_dtype(want):
+    with mode, _default_dtype(want), (_tolerant_swap() if fake else contextlib.nullcontext()):
         model = _call_user(builder, f"{builder_name}()")
     if not isinstance(model, torch.nn.Module):
         raise NpuportError(f"{builder_name}() must return a torch.nn.Module", "an nn.Module", type(model).__name__)
@@ -206,6 +206,31 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         dtype=_param_dtype(model),
         dtype_source="--dtype" if want is not None else "model",
     )
+
+
+@contextlib.contextmanager
+def _tolerant_swap():  # noqa: ANN202 - a context manager
+    """`model.to(dtype)` in build_model under fake tensors: torch swaps each fake parameter in place
+    (torch.utils.swap_tensors), which refuses a tied weight (two modules hold it). The parameter then takes the
+    converted data instead, so it keeps its identity and stays tied, as `.to()` leaves it on real tensors."""
+    import torch.utils
+
+    original = torch.utils.swap_tensors
+
+    def swap(t1: torch.Tensor, t2: torch.Tensor) -> None:
+        try:
+            original(t1, t2)
+        except RuntimeError:
+            if not (isinstance(t1, torch.nn.Parameter) and t1.shape == t2.shape):
+                raise
+            with torch.no_grad():
+                t1.data = t2.data
+
+    torch.utils.swap_tensors = swap
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = original
 
 
 @contextlib.contextmanager

@@ -38,7 +38,7 @@ class Scenario:
         if self.past and self.recompute:
             base += f", no cache: re-runs the {self.past + self.seq}-token context"
         elif self.past:
-            base += f", cache of {self.past} tokens"
+            base += f", after {self.past} tokens of context"
         return base
 
     def to_json(self) -> dict[str, object]:

@@ -140,3 +140,22 @@ def test_training_step_has_no_mask_or_repeat_kv():
     assert all(f.kwargs.get("attn_mask") is None and len(f.args) < 4 or f.args[3] is None for f in sdpa)
     assert not any(c.op == "aten::expand" and c.module.endswith("self_attn") for c in trace.calls if c.phase == "forward"
                    and len(c.outputs[0].shape) == 5)
+
+
+def test_moe_by_hand(tiny_configs):
+    """Qwen3-MoE, 2 MoE layers, 4 experts, top-2, hidden 64, expert width 32, 16 tokens: the routed experts run as
+    two grouped GEMMs per layer over 16 x 2 routed rows, the router is one GEMM per layer plus softmax and top-k."""
+    raw = json.loads(tiny_configs["qwen3_moe"].read_text())
+    h, f, k, e, layers, t = raw["hidden_size"], raw["moe_intermediate_size"], raw["num_experts_per_tok"], raw["num_local_experts"], 2, 16
+    assert (h, f, k, e) == (64, 32, 2, 4)
+    _, data = audit_model(hf_config=str(tiny_configs["qwen3_moe"]), scenarios=[f"prefill:batch=1,seq={t}"])
+    ops = {o["op"]: o["scenarios"]["prefill"] for o in data["ops"] if "prefill" in o["scenarios"]}
+    g = ops["aten::_grouped_mm"]
+    assert g["calls"] == 2 * layers
+    # gate+up: (t*k) x h @ h x 2f ; down: (t*k) x f @ f x h — only the active experts' rows are computed
+    assert g["flops"] == layers * (2 * t * k * h * 2 * f + 2 * t * k * f * h)
+    assert {s["inputs"] for s in g["shapes"]} == {f"{t * k}x{h} {e}x{h}x{2 * f} {e}", f"{t * k}x{f} {e}x{f}x{h} {e}"}
+    assert ops["aten::topk"]["calls"] == layers and ops["aten::softmax.int"]["calls"] == layers
+    router = [s for s in ops["aten::mm"]["shapes"] if s["inputs"] == f"{t}x{h} {h}x{e}"]
+    assert router and router[0]["calls"] == layers
+    assert any("routing assumed uniform" in a for a in data["assumptions"])

@@ -40,11 +40,19 @@ def config_from_raw(raw: dict[str, Any]) -> Any:
 
     values = dict(raw)
     model_type = values.pop("model_type")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        raise NpuportError(f"transformers {transformers.__version__} does not know model_type {model_type!r}",
+                           "a model_type of the installed transformers (or a newer transformers)", model_type)
     try:
         with _quiet():
             return transformers.AutoConfig.for_model(model_type, **values)
-    except (ValueError, KeyError) as exc:
-        raise NpuportError(f"transformers does not know model_type {model_type!r}", "a model_type of the installed transformers", str(exc)) from None
+    except Exception as exc:  # transformers validates configs (strict dataclasses): say which field it refused
+        from npuport.loading import describe_exception
+
+        raise NpuportError(f"transformers refused the {model_type} config", "a config the installed transformers accepts",
+                           describe_exception(exc)) from None
 
 
 def config_dtype(config: Any, raw: dict[str, Any] | None = None) -> torch.dtype | None:

@@ -43,6 +43,8 @@ def cut_layers(raw: dict[str, Any], layers: int = 2) -> dict[str, Any]:
                 section[k] = [v[i] for i in keep]
             elif isinstance(v, str) and len(v) == old and k.endswith("pattern"):
                 section[k] = "".join(v[i] for i in keep)
+            elif isinstance(v, dict) and v and all(str(i).isdigit() for i in v):  # {layer index: settings}
+                section[k] = {type(i)(keep.index(int(i))): x for i, x in v.items() if int(i) in keep}
             elif k.endswith(("layer_indices", "layer_ids")) and isinstance(v, list) and all(isinstance(i, int) for i in v):
                 section[k] = [keep.index(i) for i in v if i in keep]  # absolute indices renumbered
         for k in ("first_k_dense_replace", "num_dense_layers", "first_dense_layers"):

@@ -50,23 +50,23 @@ class Finding:
     chip: str = ""
     fact: str = ""
     evidence_omitted: int = 0
+    # totals over every matching call, the evidence beyond MAX_EVIDENCE included (None: sum the evidence kept)
+    total_calls: int | None = None
+    total_share: dict[str, float] | None = None
 
     @property
     def calls(self) -> int:
-        return sum(e.calls for e in self.evidence)
+        return self.total_calls if self.total_calls is not None else sum(e.calls for e in self.evidence)
 
     @property
     def time_share(self) -> float | None:
         """The largest share of one scenario's estimated time spent in the matching calls (shares of different
         scenarios are not added: each is a fraction of its own step)."""
-        per: dict[str, float] = {}
-        for e in self.evidence:
-            if e.time_share is not None:
-                per[e.scenario] = per.get(e.scenario, 0.0) + e.time_share
+        per = self.total_share if self.total_share is not None else _share_by_scenario(self.evidence)
         return max(per.values()) if per else None
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k != "evidence"}
+        out = {k: v for k, v in asdict(self).items() if k not in ("evidence", "total_calls", "total_share")}
         out["evidence"] = [e.to_json() for e in self.evidence]
         out["calls"] = self.calls
         out["time_share"] = self.time_share
@@ -229,7 +229,16 @@ def _finding(rule: Rule, chip: str, groups: dict[tuple, list]) -> Finding:
         id=rule.id, title=rule.title, level=rule.level_on(chip), impact=rule.impact, message=message, fix=rule.fix,
         source=rule.source, evidence=evidence[:MAX_EVIDENCE], explanation=rule.explanation, detection=rule.detection,
         chip=chip, fact=rule.fact, evidence_omitted=max(0, len(evidence) - MAX_EVIDENCE),
+        total_calls=calls, total_share=_share_by_scenario(evidence),
     )
+
+
+def _share_by_scenario(evidence: list[Evidence]) -> dict[str, float]:
+    per: dict[str, float] = {}
+    for e in evidence:
+        if e.time_share is not None:
+            per[e.scenario] = per.get(e.scenario, 0.0) + e.time_share
+    return per
 
 
 def evaluate(

@@ -321,3 +321,17 @@ def test_torch_npu_version_range() -> None:
     tr = {"s": trace_of(lambda x: F.gelu(x), x8)}
     assert [f.id for f in evaluate(tr, rules=[ranged], torch_npu="2.5.1")] == ["NPB016"]
     assert evaluate(tr, rules=[ranged], torch_npu="2.6.0") == []
+
+
+def test_finding_totals_count_evidence_beyond_the_cap():
+    """`calls` and `time_share` of a finding are totals over every matching place, not the first MAX_EVIDENCE."""
+    from npuport.rules.catalog import load_rules
+    from npuport.rules.engine import MAX_EVIDENCE, _finding
+
+    rule = load_rules()[0]
+    n = MAX_EVIDENCE + 15
+    groups = {("train", "aten::mm", f"m.{i}", f"f.py:{i}", ""): [2, 0.01, "Linear"] for i in range(n)}
+    f = _finding(rule, "Ascend910B", groups)
+    assert len(f.evidence) == MAX_EVIDENCE and f.evidence_omitted == 15
+    assert f.calls == 2 * n and f.to_json()["calls"] == 2 * n
+    assert abs(f.time_share - 0.01 * n) < 1e-12
