@@ -173,6 +173,9 @@ def build(raw: dict[str, Any], dtype: str | None, attn: str | None, mode: Any, p
 
             raise NpuportError(f"building {config.model_type} from {name} failed", "a config transformers can build",
                                describe_exception(exc)) from None
+        if fake and hasattr(module, "tie_weights"):
+            # skipping init also skips the tying transformers does at the end of it (embedding = LM head)
+            module.tie_weights()
     module.train(False)
     return HFBuild(module, config, torch_dtype, dtype_source, getattr(config, "_attn_implementation", impl), part_used, notes)
 
