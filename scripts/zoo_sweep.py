@@ -43,18 +43,18 @@ def _first_line(text: str) -> str:
 
 
 def control(raw: dict) -> tuple[str, str]:
-    """Build the type with small widths on real CPU tensors and run one forward of 8 tokens."""
-    from npuport.hf.build import config_from_raw
+    """Build the type with small widths on real CPU tensors (the class npuport builds: the text decoder of a
+    composite config) with transformers' own initialization, and run one forward of 8 tokens."""
+    from contextlib import nullcontext
+
+    from npuport.hf.build import build
+    from npuport.hf.inputs import vocab_size
 
     try:
-        config = config_from_raw(tiny(raw))
-        text = config.get_text_config() if hasattr(config, "get_text_config") else config
-        vocab = getattr(text, "vocab_size", None) or 256
-        cls = transformers.AutoModelForCausalLM._model_mapping[type(config)]
         torch.manual_seed(0)
-        model = cls(config).eval()
+        model = build(tiny(raw), "float32", None, nullcontext(), part="text").module.eval()
         with torch.no_grad():
-            model(input_ids=torch.randint(0, min(vocab, 256), (1, 8)))
+            model(input_ids=torch.randint(0, min(vocab_size(model.config), 256), (1, 8)))
         return "ok", ""
     except Exception as exc:  # the control reports, it does not judge
         return "fail", f"{type(exc).__name__}: {_first_line(str(exc))}"

@@ -83,7 +83,11 @@ def text_part(config: Any) -> Any | None:
         text = get(decoder=True)
     except TypeError:
         text = get()
-    return None if text is config else text
+    if text is config:
+        return None
+    # only a sub-config held by the config is a separate text model (an encoder-decoder config's "decoder view"
+    # is the same model seen differently, not a part)
+    return text if any(v is text for v in vars(config).values()) else None
 
 
 def model_class(config: Any) -> type:
@@ -163,9 +167,19 @@ def build(raw: dict[str, Any], dtype: str | None, attn: str | None, mode: Any, p
         config._experts_implementation = "grouped_mm"
     # fake tensors have no values to initialize; real builds (parity, bench) keep transformers' initialization
     init = skip_weight_init() if fake else contextlib.nullcontext()
-    with mode, init, _quiet():
+    from npuport.loading import _tolerant_swap
+
+    swap = _tolerant_swap() if fake else contextlib.nullcontext()  # a .to()/.float() inside __init__ on fake params
+    with mode, init, swap, _quiet():
         try:
-            module = cls._from_config(config, dtype=torch_dtype) if hasattr(cls, "_from_config") else cls(config)
+            try:
+                module = cls._from_config(config, dtype=torch_dtype) if hasattr(cls, "_from_config") else cls(config)
+            except ValueError as exc:
+                if "experts implementation" not in str(exc):
+                    raise
+                # the class runs its own experts loop (no grouped_mm choice): build it as it is
+                config._experts_implementation = None
+                module = cls._from_config(config, dtype=torch_dtype) if hasattr(cls, "_from_config") else cls(config)
         except NpuportError:
             raise
         except Exception as exc:

@@ -65,6 +65,16 @@ def real_path() -> Iterator[None]:
             return None
 
         patches.append((masking_utils, "find_packed_sequence_indices", find_packed))
+    if masking_utils is not None and hasattr(masking_utils, "fast_all"):
+        all_true = masking_utils.fast_all
+
+        def fast_all(tensor: torch.Tensor) -> Any:
+            out = all_true(tensor)  # the same ops a real run issues (sum, eq)
+            # The audit's inputs have no padding: every attention mask transformers builds for them is all ones, and
+            # the checks reached on the paths it runs (q == kv length, or one query) ask exactly that.
+            return True if original(out) else out
+
+        patches.append((masking_utils, "fast_all", fast_all))
     saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
     for obj, name, new in patches:
         setattr(obj, name, new)
