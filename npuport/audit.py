@@ -144,18 +144,7 @@ def _as_run(model: LoadedModel, sc: Scenario, inputs: tuple[tuple, dict]) -> Sce
     return sc
 
 
-@contextlib.contextmanager
-def _torch_logs_quiet() -> Iterator[None]:
-    """torch logs a traceback at ERROR level when a fake-tensor kernel raises; npuport reports the error itself in
-    one line (--debug shows the traceback), so these logs never reach the terminal."""
-    log = logging.getLogger("torch._subclasses.fake_tensor")
-    level = log.level
-    if not logging.getLogger("npuport").isEnabledFor(logging.DEBUG):
-        log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
+from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet  # noqa: E402
 
 
 def _skip_reason(model: LoadedModel, sc: Scenario) -> str:
@@ -195,6 +184,7 @@ def run_audit(
     used: list[Scenario] = []
     timings: dict[str, float] = {}
     failed: list[tuple[str, str]] = []
+    errors: list[NpuportError] = []
     notes.extend(model.notes)
     for sc in scenarios:
         sc, note = fit_to_context(sc, model.max_positions)
@@ -207,7 +197,8 @@ def run_audit(
             trace, sc = trace_scenario(model, sc)
         except NpuportError as exc:  # the other scenarios still report; this one is named with its reason
             failed.append((sc.name, exc.render()))
-            if progress:
+            errors.append(exc)
+            if progress and len(scenarios) > 1:
                 progress(f"{sc.name} failed: {exc.render()}")
             continue
         finally:
@@ -222,6 +213,8 @@ def run_audit(
         traces[sc.name] = trace
         used.append(sc)
     if not traces:
+        if len(errors) == 1:
+            raise errors[0]
         if failed:
             name, reason = failed[0]
             raise NpuportError(f"no scenario could be traced ({', '.join(n for n, _ in failed)} failed)",

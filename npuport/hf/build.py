@@ -170,7 +170,9 @@ def build(raw: dict[str, Any], dtype: str | None, attn: str | None, mode: Any, p
     from npuport.loading import _tolerant_swap
 
     swap = _tolerant_swap() if fake else contextlib.nullcontext()  # a .to()/.float() inside __init__ on fake params
-    with mode, init, swap, _quiet():
+    from npuport.trace.run import quiet_torch_logs
+
+    with mode, init, swap, _quiet(), quiet_torch_logs():
         try:
             try:
                 module = cls._from_config(config, dtype=torch_dtype) if hasattr(cls, "_from_config") else cls(config)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any, Callable, Iterator
 
 import torch
@@ -10,6 +11,20 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import Trace
+
+
+@contextlib.contextmanager
+def quiet_torch_logs() -> Iterator[None]:
+    """torch logs a traceback at ERROR level when a fake-tensor kernel raises; npuport reports the error itself in
+    one line (--debug shows the traceback), so these logs never reach the terminal."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = log.level
+    if not logging.getLogger("npuport").isEnabledFor(logging.DEBUG):
+        log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def new_fake_mode() -> FakeTensorMode:
