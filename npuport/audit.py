@@ -186,32 +186,36 @@ def run_audit(
     failed: list[tuple[str, str]] = []
     errors: list[NpuportError] = []
     notes.extend(model.notes)
-    for sc in scenarios:
-        sc, note = fit_to_context(sc, model.max_positions)
-        if note:
-            notes.append(note)
-        if progress:
-            progress(f"tracing {sc.describe()}")
-        t0 = time.perf_counter()
-        try:
-            trace, sc = trace_scenario(model, sc)
-        except NpuportError as exc:  # the other scenarios still report; this one is named with its reason
-            failed.append((sc.name, exc.render()))
-            errors.append(exc)
-            if progress and len(scenarios) > 1:
-                progress(f"{sc.name} failed: {exc.render()}")
-            continue
-        finally:
-            timings[f"trace_{sc.name}_s"] = time.perf_counter() - t0
-        if trace is None:
-            notes.append(_skip_reason(model, sc))
-            continue
-        if sc.recompute:
-            notes.append(f"{sc.name}: the model keeps no KV cache, so each new token re-runs the whole "
-                         f"{sc.past + sc.seq}-token context (traced as such)")
-        notes.extend(trace.notes)
-        traces[sc.name] = trace
-        used.append(sc)
+    from npuport.hf.fallbacks import kernel_fallbacks, notes_for
+
+    with kernel_fallbacks() as fallbacks:
+        for sc in scenarios:
+            sc, note = fit_to_context(sc, model.max_positions)
+            if note:
+                notes.append(note)
+            if progress:
+                progress(f"tracing {sc.describe()}")
+            t0 = time.perf_counter()
+            try:
+                trace, sc = trace_scenario(model, sc)
+            except NpuportError as exc:  # the other scenarios still report; this one is named with its reason
+                failed.append((sc.name, exc.render()))
+                errors.append(exc)
+                if progress and len(scenarios) > 1:
+                    progress(f"{sc.name} failed: {exc.render()}")
+                continue
+            finally:
+                timings[f"trace_{sc.name}_s"] = time.perf_counter() - t0
+            if trace is None:
+                notes.append(_skip_reason(model, sc))
+                continue
+            if sc.recompute:
+                notes.append(f"{sc.name}: the model keeps no KV cache, so each new token re-runs the whole "
+                             f"{sc.past + sc.seq}-token context (traced as such)")
+            notes.extend(trace.notes)
+            traces[sc.name] = trace
+            used.append(sc)
+    notes.extend(notes_for(fallbacks))
     if not traces:
         if len(errors) == 1:
             raise errors[0]

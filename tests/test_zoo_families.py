@@ -156,3 +156,15 @@ def test_moe_by_hand(tiny_configs):
     router = [s for s in ops["aten::mm"]["shapes"] if s["inputs"] == f"{t}x{h} {h}x{e}"]
     assert router and router[0]["calls"] == layers
     assert any("routing assumed uniform" in a for a in data["assumptions"])
+
+
+def test_reference_kernel_fallbacks_are_named(tmp_path):
+    """Mamba's selective scan comes from `mamba_ssm` (CUDA only): the audit says it traced the reference path."""
+    if "mamba" not in __import__("npuport.hf.zoo", fromlist=["x"]).causal_lm_types():
+        pytest.skip("transformers has no mamba")
+    path = tmp_path / "mamba.json"
+    path.write_text(json.dumps(tiny(cut_layers(default_config("mamba"), 2)), default=str))
+    for _ in range(2):  # transformers logs the fallback once per process: the second audit must still say it
+        _, data = audit_model(hf_config=str(path), scenarios=["prefill:batch=1,seq=8"])
+        assert any("`selective_scan_fn`" in n and "`mamba_ssm`" in n for n in data["notes"]), data["notes"]
+        assert not any("no SDPA path" in n for n in data["notes"])  # attention-free: nothing to say about SDPA

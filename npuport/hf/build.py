@@ -105,12 +105,15 @@ def model_class(config: Any) -> type:
                            "a causal-LM (or base model) config", config.model_type) from None
 
 
-def choose_attn(cls: type, requested: str | None) -> tuple[str | None, str | None]:
+def choose_attn(cls: type, requested: str | None, config: Any = None) -> tuple[str | None, str | None]:
     """(implementation, note). None means the class's own default."""
     if requested and requested != "auto":
         return requested, None
     if getattr(cls, "_supports_sdpa", False):
         return "sdpa", None
+    attention = config is None or any(getattr(config, k, None) for k in ("num_attention_heads", "n_head", "num_heads"))
+    if not attention:  # an attention-free model (Mamba, RWKV): nothing to say
+        return None, None
     return None, f"{cls.__name__} has no SDPA path: traced with its own default attention (eager), as a real run would use it"
 
 
@@ -135,6 +138,9 @@ def build(raw: dict[str, Any], dtype: str | None, attn: str | None, mode: Any, p
     notes: list[str] = []
     text = text_part(config)
     part_used = "full"
+    if part == "full" and text is not None:
+        notes.append(f"{config.model_type} is a composite config: the whole model is built (--hf-part full); the "
+                     "scenarios feed token ids only, so parts that take other inputs (images, audio) do not run")
     if part == "text" and text is not None:
         try:
             model_class(text)
@@ -157,7 +163,7 @@ def build(raw: dict[str, Any], dtype: str | None, attn: str | None, mode: Any, p
     if dtype_source == "default" and fake:
         notes.append("the config names no dtype: traced in bfloat16, as LLMs are trained and served (--dtype to change)")
     cls = model_class(config)
-    impl, note = choose_attn(cls, attn)
+    impl, note = choose_attn(cls, attn, config)
     if note:
         notes.append(note)
     if impl is not None:
