@@ -35,3 +35,24 @@ class MappingError(NpuportError):
 
     def __init__(self, path: str, entry: str, field: str, problem: str) -> None:
         super().__init__(f"{path}: entry {entry!r}, field {field!r}: {problem}")
+
+
+def where_in_user_code(exc: BaseException) -> str:
+    """' at file.py:12' of the innermost traceback frame outside torch / npuport / installed libraries."""
+    import os
+    import traceback
+
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__)
+    here = os.path.dirname(os.path.abspath(__file__))
+    for fr in reversed(traceback.extract_tb(exc.__traceback__)):
+        if not fr.filename.startswith((torch_dir, here)) and "site-packages" not in fr.filename:
+            return f" at {os.path.basename(fr.filename)}:{fr.lineno}"
+    return ""
+
+
+def describe_exception(exc: BaseException) -> str:
+    """'TypeError: first line of the message at file.py:12' — one line for a user-facing error."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {msg}{where_in_user_code(exc)}"

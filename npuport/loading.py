@@ -13,9 +13,7 @@ import atexit
 import contextlib
 import importlib.util
 import json
-import os
 import sys
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -24,9 +22,9 @@ from typing import Any, Callable
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from npuport.errors import NpuportError
+from npuport.errors import NpuportError, describe_exception  # noqa: F401 - describe_exception re-exported
 from npuport.scenarios import Scenario
-from npuport.trace.run import new_fake_mode
+from npuport.trace.run import new_fake_mode, tolerant_swap
 
 Inputs = tuple[tuple, dict]
 
@@ -52,22 +50,6 @@ class LoadedModel:
     @property
     def parameters(self) -> int:
         return sum(p.numel() for p in self.module.parameters())
-
-
-def where_in_user_code(exc: BaseException) -> str:
-    """'file.py:12' of the innermost traceback frame outside torch / npuport / transformers internals."""
-    torch_dir = os.path.dirname(torch.__file__)
-    here = os.path.dirname(os.path.abspath(__file__))
-    frames = traceback.extract_tb(exc.__traceback__)
-    for fr in reversed(frames):
-        if not fr.filename.startswith((torch_dir, here)) and "site-packages" not in fr.filename:
-            return f" at {os.path.basename(fr.filename)}:{fr.lineno}"
-    return ""
-
-
-def describe_exception(exc: BaseException) -> str:
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {msg}{where_in_user_code(exc)}"
 
 
 _NPU_STAND_IN = contextlib.ExitStack()
@@ -166,7 +148,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
     loss_fn = getattr(mod, "loss_fn", None)
     mode = _mode(fake)
     want = parse_dtype(dtype) if dtype else None
-    with mode, _default_dtype(want), (_tolerant_swap() if fake else contextlib.nullcontext()):
+    with mode, _default_dtype(want), (tolerant_swap() if fake else contextlib.nullcontext()):
         model = _call_user(builder, f"{builder_name}()")
     if not isinstance(model, torch.nn.Module):
         raise NpuportError(f"{builder_name}() must return a torch.nn.Module", "an nn.Module", type(model).__name__)
@@ -206,31 +188,6 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         dtype=_param_dtype(model),
         dtype_source="--dtype" if want is not None else "model",
     )
-
-
-@contextlib.contextmanager
-def _tolerant_swap():  # noqa: ANN202 - a context manager
-    """`model.to(dtype)` in build_model under fake tensors: torch swaps each fake parameter in place
-    (torch.utils.swap_tensors), which refuses a tied weight (two modules hold it). The parameter then takes the
-    converted data instead, so it keeps its identity and stays tied, as `.to()` leaves it on real tensors."""
-    import torch.utils
-
-    original = torch.utils.swap_tensors
-
-    def swap(t1: torch.Tensor, t2: torch.Tensor) -> None:
-        try:
-            original(t1, t2)
-        except RuntimeError:
-            if not (isinstance(t1, torch.nn.Parameter) and t1.shape == t2.shape):
-                raise
-            with torch.no_grad():
-                t1.data = t2.data
-
-    torch.utils.swap_tensors = swap
-    try:
-        yield
-    finally:
-        torch.utils.swap_tensors = original
 
 
 @contextlib.contextmanager

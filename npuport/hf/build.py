@@ -49,7 +49,7 @@ def config_from_raw(raw: dict[str, Any]) -> Any:
         with _quiet():
             return transformers.AutoConfig.for_model(model_type, **values)
     except Exception as exc:  # transformers validates configs (strict dataclasses): say which field it refused
-        from npuport.loading import describe_exception
+        from npuport.errors import describe_exception
 
         raise NpuportError(f"transformers refused the {model_type} config", "a config the installed transformers accepts",
                            describe_exception(exc)) from None
@@ -173,9 +173,9 @@ def build(raw: dict[str, Any], dtype: str | None, attn: str | None, mode: Any, p
         config._experts_implementation = "grouped_mm"
     # fake tensors have no values to initialize; real builds (parity, bench) keep transformers' initialization
     init = skip_weight_init() if fake else contextlib.nullcontext()
-    from npuport.loading import _tolerant_swap
+    from npuport.trace.run import tolerant_swap
 
-    swap = _tolerant_swap() if fake else contextlib.nullcontext()  # a .to()/.float() inside __init__ on fake params
+    swap = tolerant_swap() if fake else contextlib.nullcontext()  # a .to()/.float() inside __init__ on fake params
     from npuport.trace.run import quiet_torch_logs
 
     with mode, init, swap, _quiet(), quiet_torch_logs():
@@ -191,7 +191,7 @@ def build(raw: dict[str, Any], dtype: str | None, attn: str | None, mode: Any, p
         except NpuportError:
             raise
         except Exception as exc:
-            from npuport.loading import describe_exception
+            from npuport.errors import describe_exception
 
             raise NpuportError(f"building {config.model_type} from {name} failed", "a config transformers can build",
                                describe_exception(exc)) from None

@@ -27,6 +27,31 @@ def quiet_torch_logs() -> Iterator[None]:
         log.setLevel(level)
 
 
+@contextlib.contextmanager
+def tolerant_swap():  # noqa: ANN202 - a context manager
+    """`model.to(dtype)` in build_model under fake tensors: torch swaps each fake parameter in place
+    (torch.utils.swap_tensors), which refuses a tied weight (two modules hold it). The parameter then takes the
+    converted data instead, so it keeps its identity and stays tied, as `.to()` leaves it on real tensors."""
+    import torch.utils
+
+    original = torch.utils.swap_tensors
+
+    def swap(t1: torch.Tensor, t2: torch.Tensor) -> None:
+        try:
+            original(t1, t2)
+        except RuntimeError:
+            if not (isinstance(t1, torch.nn.Parameter) and t1.shape == t2.shape):
+                raise
+            with torch.no_grad():
+                t1.data = t2.data
+
+    torch.utils.swap_tensors = swap
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = original
+
+
 def new_fake_mode() -> FakeTensorMode:
     """Fake tensors: shapes, dtypes and strides propagate, no memory is allocated, no kernel runs.
 
