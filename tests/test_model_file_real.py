@@ -58,3 +58,18 @@ def test_partial_results_exit_1(tmp_path):
     assert [s["name"] for s in data["scenarios"]] == ["prefill"]
     assert data["failed_scenarios"][0]["name"] == "decode" and "RuntimeError" in data["failed_scenarios"][0]["reason"]
     assert "Traceback" not in res.stderr and "fake_tensor.py" not in res.stderr
+
+
+def test_failed_scenario_shown_in_every_format(tmp_path):
+    model = tmp_path / "half.py"
+    model.write_text(
+        "import torch\n"
+        "def build_model():\n    return torch.nn.Linear(8, 8)\n"
+        "def example_inputs(sc):\n"
+        "    return {'input': torch.randn(sc.batch, sc.seq, 8 if sc.kind != 'decode' else 5)}\n"
+    )
+    for ext in ("txt", "md", "html"):
+        out = tmp_path / f"r.{ext}"
+        res = CliRunner().invoke(cli, ["audit", str(model), "-o", str(out), "--quiet", "--scenario", "prefill:seq=4+decode:past=4"])
+        assert res.exit_code == 1
+        assert "could not be traced" in out.read_text(), ext

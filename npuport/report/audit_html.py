@@ -52,6 +52,8 @@ def render_html(data: dict[str, Any], top: int = 60) -> str:
     scen = "".join(f"<tr><td>{esc(s['name'])}</td><td>{s['batch']} x {s['seq']}{((', no cache, re-runs ' + str(s['past'] + s['seq']) + ' tokens') if s.get('recompute') else (', cache ' + str(s['past']))) if s['past'] else ''}</td>"
                    f"<td>{s['compute_calls']:,}</td><td>{fmt_si(s['flops'], 'FLOP')}</td><td>{fmt_si(s['bytes'], 'B')}</td>"
                    f"<td>{fmt_time(s['estimated_time_s'])}</td></tr>" for s in data["scenarios"])
+    scen += "".join(f"<tr><td>{esc(f['name'])}</td><td colspan='5'><b>could not be traced</b>: {esc(f['reason'])}</td></tr>"
+                    for f in data.get("failed_scenarios", []))
     notes = "".join(f"<li>{esc(n)}</li>" for n in data["notes"] + [f"assumption: {a}" for a in data["assumptions"]])
     head = "".join(f"<th>{esc(n)}</th>" for n in names)
     return f"""<!DOCTYPE html>

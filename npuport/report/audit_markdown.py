@@ -21,6 +21,8 @@ def render_markdown(data: dict[str, Any], top: int = 40) -> str:
     for s in data["scenarios"]:
         shape = f"{s['batch']} x {s['seq']}" + ((f", no cache, re-runs {s['past'] + s['seq']} tokens" if s.get("recompute") else f", cache {s['past']}") if s["past"] else "") + (", fwd+bwd" if s["kind"] == "train" else "")
         lines.append(f"| {s['name']} | {shape} | {s['compute_calls']:,} | {fmt_si(s['flops'], 'FLOP')} | {fmt_si(s['bytes'], 'B')} | {fmt_time(s['estimated_time_s'])} |")
+    for f in data.get("failed_scenarios", []):
+        lines.append(f"| {f['name']} | **could not be traced**: {f['reason'].replace('|', '/')} | | | | |")
     lines += ["", "## Operator inventory", "",
               "| op | class | share | " + " | ".join(sc_names) + " | calls | shapes by scenario | dtypes | modules | source | fused | NPU impl |",
               "|---|---|---:|" + "---:|" * len(sc_names) + "---:|---|---|---|---|---|---|"]

@@ -37,6 +37,8 @@ def render_text(data: dict[str, Any], console: Console, top: int = 30, show_view
         desc = f"batch {s['batch']} x {s['seq']} tokens" + (", forward + backward" if s["kind"] == "train" else "") + ((f", no cache: re-runs the {s['past'] + s['seq']}-token context" if s.get("recompute") else f", cache of {s['past']} tokens") if s["past"] else "")
         console.print(f"  {s['name']:<8} {desc}: {fmt_count(s['compute_calls'])} compute ops, {fmt_si(s['flops'], 'FLOP')}, "
                       f"{fmt_si(s['bytes'], 'B')} moved, estimated {fmt_time(s['estimated_time_s'])}")
+    for f in data.get("failed_scenarios", []):
+        console.print(Text.assemble(f"  {f['name']:<8} ", ("could not be traced", "bold red"), f": {f['reason']}"))
     if data.get("coverage"):
         cov = data["coverage"]
         counts = ", ".join(f"{k} {v['ops']} ({fmt_share(v['time_share'])})" for k, v in cov["by_status"].items())
