@@ -1,26 +1,35 @@
-"""`npuport migrate`: the mechanical part of a CUDA -> NPU port, as a unified diff over the original text.
+"""`npuport migrate`: the mechanical part of a CUDA -> NPU port, as one unified diff over a whole program.
 
-Only rewrites that cannot change meaning are made, each located by the AST and applied to the original text by
-position (comments and formatting stay): device strings in device positions ("cuda:0" -> "npu:0"), `.cuda()`
--> `.npu()`, `.is_cuda` -> `.is_npu`, "nccl" -> "hccl" as a process-group backend, `torch.cuda.X` ->
-`torch.npu.X` where torch.npu has X, `from torch.cuda.amp import ...` -> `from torch.npu.amp import ...`, and
-`import torch_npu` after the torch import (it is what makes torch.npu exist). Everything else stays a diagnostic
-of the source scan for a person to decide.
+Only rewrites that cannot change what the program does are made, each located by the AST and applied to the
+original text by position (comments and formatting stay): `.cuda()` -> `.npu()`, `.is_cuda` -> `.is_npu`,
+`torch.cuda.X` -> `torch.npu.X` where torch.npu has X, `from torch.cuda.amp import ...`, and `import torch_npu`
+after the torch import (it is what makes torch.npu exist).
+
+Device and backend strings change together or not at all. "cuda" in a device position, every test of a device
+string against "cuda" (`'cuda' in device`, `device_type == 'cuda'`, `.startswith('cuda')`, keys of a dict indexed
+by a device type) and every f-string that builds one (`f'cuda:{rank}'`) are rewritten as a group across all the
+files migrated together, so the program takes the same branches on the NPU as it took on CUDA. When one "cuda"
+string is used in a way the AST does not show (a message, a value stored for later), none of the group is
+rewritten and a note names the strings that held it back. "nccl" strings follow the same rule.
+
+Everything else stays a diagnostic of the source scan for a person to decide, and is counted per file.
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from npuport.errors import NpuportError
-from npuport.rules.cuda_refs import Edit, Finder
-from npuport.rules.source_scan import Diagnostic, parse_file, scan_text
+from npuport.rules.cuda_refs import Edit, Finder, Ref
+from npuport.rules.source_scan import MAX_FILES, Diagnostic, diagnostic, local_imports, parse_file
 
 IMPORT_LINE = "import torch_npu  # added by npuport migrate: registers the NPU backend and torch.npu\n"
+GROUP_NAMES = {"device": '"cuda" device strings', "backend": '"nccl" backend strings'}
 
 
 @dataclass
@@ -31,6 +40,7 @@ class Migration:
     edits: list[Edit]
     added_import: bool
     remaining: list[Diagnostic] = field(default_factory=list)  # references a person still has to change
+    display: str = ""  # the path shown in the diff and messages, relative to the root
 
     @property
     def changed(self) -> bool:
@@ -38,7 +48,7 @@ class Migration:
 
     @property
     def diff(self) -> str:
-        name = self.path.name
+        name = self.display or self.path.name
         return "".join(difflib.unified_diff(
             self.original.splitlines(keepends=True), self.migrated.splitlines(keepends=True),
             fromfile=f"a/{name}", tofile=f"b/{name}",
@@ -48,6 +58,31 @@ class Migration:
         manual = len(self.remaining)
         head = f"{len(self.edits)} mechanical change(s)" + (" + import torch_npu" if self.added_import else "")
         return f"{head}; {manual} reference(s) still need a hand change" + (" (see below)" if manual else "")
+
+
+@dataclass
+class Program:
+    """Every file migrated together: the entry file and the local modules it imports."""
+
+    files: list[Migration]
+    notes: list[str] = field(default_factory=list)
+    held: dict[str, list[str]] = field(default_factory=dict)  # group -> "file:line" of the strings that held it back
+
+    @property
+    def diff(self) -> str:
+        return "".join(m.diff for m in self.files if m.changed)
+
+    @property
+    def remaining(self) -> list[Diagnostic]:
+        return [d for m in self.files for d in m.remaining]
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"{m.display}: {m.summary_line()}" for m in self.files]
+        total_edits = sum(len(m.edits) for m in self.files)
+        total_left = len(self.remaining)
+        lines.append(f"{len(self.files)} file(s): {total_edits} mechanical change(s); {total_left} reference(s) still need "
+                     f"a hand change" + ("" if total_left else " (none: the CUDA-specific code found is all ported)"))
+        return lines
 
 
 def _imports_torch_npu(tree: ast.Module) -> bool:
@@ -92,27 +127,107 @@ def _apply(text: str, edits: list[Edit]) -> str:
     return "".join(out)
 
 
-def migrate_file(path: Path | str) -> Migration:
-    """The migrated text of one file (not written) with its diff and the references left for a person."""
-    path = Path(path)
-    text, tree = parse_file(path)
-    finder = Finder(text, tree)
-    refs = finder.run()
-    edits = [e for r in refs for e in r.edits] + finder.import_edits()
-    edits = sorted(set(edits), key=lambda e: e.start)
-    added = bool(edits) and not _imports_torch_npu(tree)
+@dataclass
+class _Parsed:
+    path: Path
+    display: str
+    text: str
+    tree: ast.Module
+    refs: list[Ref]
+    import_edits: list[Edit]
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return Path(os.path.relpath(path, root)).as_posix()
+    except ValueError:  # another drive (Windows)
+        return path.as_posix()
+
+
+def program_files(entry: Path, follow: bool = True) -> tuple[list[Path], list[str]]:
+    """The entry file and, with `follow`, the local modules it imports transitively (sibling files, its package,
+    folders it appends to sys.path)."""
+    entry = entry.resolve()
+    files, notes, todo, seen = [entry], [], [entry], {entry}
+    while follow and todo:
+        path = todo.pop(0)
+        try:
+            _, tree = parse_file(path)
+        except NpuportError as exc:
+            notes.append(f"skipped {path.name}: {exc.what}")
+            continue
+        for dep in local_imports(path, tree):
+            if dep not in seen:
+                if len(seen) >= MAX_FILES:
+                    notes.append(f"stopped following imports after {MAX_FILES} files")
+                    return files, notes
+                seen.add(dep)
+                files.append(dep)
+                todo.append(dep)
+    return files, notes
+
+
+def migrate_program(entry: Path | str, root: Path | str | None = None, follow: bool = True) -> Program:
+    """The migrated text of the entry file and its local imports (nothing written), with one diff whose paths are
+    relative to `root` (default: the current folder) so `git apply` / `patch -p1` work from there."""
+    entry = Path(entry)
+    if not entry.is_file():
+        raise NpuportError(f"cannot read {entry}", "an existing Python file", str(entry))
+    base = Path(root).resolve() if root else Path.cwd().resolve()
+    paths, notes = program_files(entry, follow)
+    parsed: list[_Parsed] = []
+    for path in paths:
+        try:
+            text, tree = parse_file(path)
+        except NpuportError as exc:
+            if path == paths[0]:
+                raise
+            notes.append(f"skipped {_display(path, base)}: {exc.what}")
+            continue
+        finder = Finder(text, tree)
+        refs = finder.run()
+        parsed.append(_Parsed(path, _display(path, base), text, tree, refs, finder.import_edits()))
+    held: dict[str, list[str]] = {}
+    for p in parsed:
+        for r in p.refs:
+            if r.group and r.blocker:
+                held.setdefault(r.group, []).append(f"{p.display}:{r.line}")
+    for group, where in held.items():
+        notes.append(f"{GROUP_NAMES[group]} left unchanged in every file: {', '.join(where[:5])}"
+                     + (f" (+{len(where) - 5} more)" if len(where) > 5 else "")
+                     + " use(s) the string in a way npuport cannot follow, and rewriting the others alone would change "
+                       "which branches the program takes; change them together by hand")
+    files = [_migrate(p, held) for p in parsed]
+    return Program(files=files, notes=notes, held=held)
+
+
+def _migrate(p: _Parsed, held: dict[str, list[str]]) -> Migration:
+    kept = [r for r in p.refs if r.edits and r.group not in held]
+    edits = sorted(set([e for r in kept for e in r.edits] + p.import_edits), key=lambda e: e.start)
+    added = bool(edits) and not _imports_torch_npu(p.tree)
     applied = list(edits)
     if added:
-        at = _import_offset(text, tree)
-        prefix = "" if at == 0 or text[at - 1] == "\n" else "\n"
+        at = _import_offset(p.text, p.tree)
+        prefix = "" if at == 0 or p.text[at - 1] == "\n" else "\n"
         applied.append(Edit(at, at, prefix + IMPORT_LINE))
-    migrated = _apply(text, applied)
+    migrated = _apply(p.text, applied)
     try:
         ast.parse(migrated)
     except SyntaxError as exc:  # a bug in an edit, never the user's fault
-        raise AssertionError(f"migration of {path} produced invalid Python at line {exc.lineno}: {exc.msg}") from exc
-    remaining = [d for d in scan_text(text, tree, path.name) if not d.migrate]
-    return Migration(path=path, original=text, migrated=migrated, edits=edits, added_import=added, remaining=remaining)
+        raise AssertionError(f"migration of {p.path} produced invalid Python at line {exc.lineno}: {exc.msg}") from exc
+    remaining = []
+    for r in p.refs:
+        done = (bool(r.edits) and r.group not in held) or (r.via_import and not r.edits)
+        if not done:
+            remaining.append(diagnostic(r, p.display, migrated=False))
+    return Migration(path=p.path, original=p.text, migrated=migrated, edits=edits, added_import=added,
+                     remaining=remaining, display=p.display)
+
+
+def migrate_file(path: Path | str) -> Migration:
+    """One file alone (its imports are not followed): the migrated text, its diff, what a person still has to do."""
+    path = Path(path)
+    return migrate_program(path, root=path.resolve().parent, follow=False).files[0]
 
 
 def write_migration(m: Migration, force: bool = False) -> Path | None:

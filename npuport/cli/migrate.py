@@ -1,32 +1,59 @@
-"""`npuport migrate MODEL.py [--write]`: print (or apply) the mechanical CUDA -> NPU changes as a unified diff."""
+"""`npuport migrate MODEL.py [--write]`: print (or apply) the mechanical CUDA -> NPU changes of a whole program as
+one unified diff."""
 
 from __future__ import annotations
 
 import click
 
 from npuport.cli.common import handle_errors
-from npuport.migrate import migrate_file, write_migration
+from npuport.errors import NpuportError
+from npuport.migrate import migrate_program, write_migration
 
 
 @click.command()
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--write", is_flag=True, help="Apply the changes in place after copying the original to MODEL.bak.")
-@click.option("--force", is_flag=True, help="With --write: replace an existing MODEL.bak.")
-@click.option("--debug", is_flag=True, hidden=True)
+@click.option("--root", type=click.Path(file_okay=False), help="Paths in the diff are relative to this folder (default: the current one), so `git apply` works from it.")
+@click.option("--no-follow", is_flag=True, help="Migrate MODEL alone, not the local modules it imports.")
+@click.option("--write", is_flag=True, help="Apply the changes in place after copying each original to FILE.bak.")
+@click.option("--force", is_flag=True, help="With --write: replace existing .bak files.")
+@click.option("--quiet", is_flag=True, help="Only the diff (and errors): no summary or diagnostics on stderr.")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @handle_errors
-def migrate(model: str, write: bool, force: bool, debug: bool) -> None:
-    """Rewrite what is mechanical (device strings in device positions, .cuda(), nccl, torch.cuda.X with an NPU
-    twin, import torch_npu); list everything else as diagnostics for a hand change.
+def migrate(model: str, root: str | None, no_follow: bool, write: bool, force: bool, quiet: bool, debug: bool) -> None:
+    """Rewrite what is mechanical in MODEL and the local modules it imports (device strings together with the
+    tests that read them, .cuda(), nccl, torch.cuda.X with an NPU twin, import torch_npu); list everything else
+    as diagnostics for a hand change, counted per file.
 
-    The diff goes to stdout (it applies with `patch -p1` or `git apply`); the summary and the remaining
-    diagnostics go to stderr. Exit 0 when done, 2 for a missing or unparsable file.
+    The diff goes to stdout (paths relative to --root or the current folder: it applies with `git apply` or
+    `patch -p1` there); the summary and the remaining diagnostics go to stderr. Exit 0 when done, 2 for a
+    missing or unparsable file.
+
+    \b
+    Examples:
+      npuport migrate train.py > npu.patch && git apply npu.patch
+      npuport migrate pretrain/tinyllama.py --root .      # follows lit_gpt/ through sys.path.append
+      npuport migrate train.py --write                    # in place, originals kept as .bak
     """
-    m = migrate_file(model)
+    program = migrate_program(model, root=root, follow=not no_follow)
     if write:
-        backup = write_migration(m, force=force)
-        click.echo(f"npuport: wrote {model} (original in {backup})" if backup else f"npuport: {model}: nothing to change", err=True)
-    elif m.changed:
-        click.echo(m.diff, nl=False)
-    click.echo(f"npuport: {m.summary_line()}", err=True)
-    for d in m.remaining:
+        changed = [m for m in program.files if m.changed]
+        clash = [m for m in changed if m.path.with_name(m.path.name + ".bak").exists()]
+        if clash and not force:  # check every backup before touching any file
+            b = clash[0].path.with_name(clash[0].path.name + ".bak")
+            raise NpuportError(f"backup {b} already exists", "no earlier backup, or --force to replace it", str(b))
+        for m in changed:
+            backup = write_migration(m, force=force)
+            if not quiet:
+                click.echo(f"npuport: wrote {m.display} (original in {backup.name})", err=True)
+        if not changed and not quiet:
+            click.echo(f"npuport: {model}: nothing to change", err=True)
+    elif program.diff:
+        click.echo(program.diff, nl=False)
+    if quiet:
+        return
+    for line in program.summary_lines():
+        click.echo(f"npuport: {line}", err=True)
+    for note in program.notes:
+        click.echo(f"npuport: note: {note}", err=True)
+    for d in program.remaining:
         click.echo(f"{d.file}:{d.line}:{d.col}: {d.level}: {d.id} {d.message}", err=True)

@@ -20,6 +20,14 @@ from npuport.rules.source_apis import SourceApis, load_source_apis
 _CUDA_STR = re.compile(r"^cuda(:\d+)?$")
 _CUDA_LIT = re.compile(r"^([rRuU]?)(['\"])cuda(:\d+)?\2$")
 _NCCL_LIT = re.compile(r"^([rRuU]?)(['\"])nccl\2$")
+# device-prefixed backend strings: "cuda:nccl,cpu:gloo"
+_PREFIXED_BACKEND = re.compile(r"^(\w+:\w+)(,\w+:\w+)*$")
+_PREFIXED_LIT = re.compile(r"^([rRuU]?)(['\"])((?:\w+:\w+)(?:,\w+:\w+)*)\2$")
+
+
+def _npu_backend(value: str) -> str:
+    """"cuda:nccl,cpu:gloo" -> "npu:hccl,cpu:gloo"."""
+    return ",".join("npu:hccl" if part == "cuda:nccl" else part for part in value.split(","))
 _DEVICE_KW = {"device", "device_type", "map_location", "output_device", "device_map"}
 _AUTO_METHODS = {"to", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "pin_memory", "to_empty"}
 _DEVICE_FIRST_ARG = {"torch.device": False, "torch.autocast": False, "torch.amp.autocast": False,
@@ -42,6 +50,11 @@ class Ref:
     edits: tuple[Edit, ...] = ()
     auto: bool | None = None  # None: the diagnostic's default
     via_import: bool = False  # ported by rewriting the `from torch.cuda... import` that bound the name
+    # Device and backend strings are rewritten as a group or not at all (npuport.migrate decides per program):
+    # "device" for "cuda" strings, "backend" for "nccl". A blocker is a string of the group whose role the AST
+    # does not show (a message, a dict value): its presence keeps the whole group unchanged.
+    group: str = ""
+    blocker: bool = False
 
     @property
     def migrated(self) -> bool:
@@ -163,7 +176,7 @@ class Finder:
         renamed = apis.renamed.get(name, name)
         npu = "torch.npu" + (f".{renamed}" if name else "") + "".join(f".{p}" for p in parts[3:])
         edits: tuple[Edit, ...] = ()
-        if apis.diagnostics[did].migrate and renamed is not None:
+        if apis.diagnostics[did].migrate and renamed is not None and self._fields_filled_on_npu(node, name):
             edits = self._cuda_edits(node, name, renamed)
         self.add(did, node, f"{dotted} -> {npu}" if renamed is not None else dotted, edits)
         root = node
@@ -171,6 +184,18 @@ class Finder:
             root = root.value
         if not edits and isinstance(root, ast.Name) and root.id in self.migrated_aliases and apis.diagnostics[did].migrate:
             self.refs[-1].via_import = True
+
+    def _fields_filled_on_npu(self, node: ast.AST, name: str) -> bool:
+        """`get_device_properties(i).<field>` ports only for the fields torch_npu fills (mappings/source_apis.yaml
+        npu_device_properties); reading another one (multi_processor_count, major) fails on NPU, so the call is
+        left for a person. A properties object kept in a variable is rewritten and still listed (NPS051 warns)."""
+        if name != "get_device_properties":
+            return True
+        call = self.parent.get(id(node))
+        field = self.parent.get(id(call)) if isinstance(call, ast.Call) and call.func is node else None
+        if isinstance(field, ast.Attribute):
+            return field.attr in self.apis.npu_device_properties
+        return True
 
     def _cuda_edits(self, node: ast.AST, name: str, renamed: str) -> tuple[Edit, ...]:
         """Edits on the literal `<torch>.cuda[.name]` chain; () when the chain goes through an alias."""
@@ -255,28 +280,88 @@ class Finder:
                 return True, False
         return False, False
 
+    def _test_position(self, node: ast.AST) -> bool:
+        """A value the program tests a device / backend string against: `x == "cuda"`, `"cuda" in device`,
+        `device in ("cuda", "mps")`, `device.startswith("cuda")`, or a key of a dict indexed by one."""
+        p = self.parent.get(id(node))
+        if isinstance(p, (ast.Tuple, ast.List, ast.Set)) and isinstance(self.parent.get(id(p)), ast.Compare):
+            return True
+        if isinstance(p, ast.Compare):
+            return True
+        if isinstance(p, ast.Call) and isinstance(p.func, ast.Attribute) and p.func.attr in ("startswith", "endswith") \
+                and node in p.args:
+            return True
+        if isinstance(p, ast.Dict) and any(k is node for k in p.keys):
+            return True
+        return False
+
+    def _argparse_device_default(self, node: ast.AST) -> bool:
+        """`parser.add_argument("--device", default="cuda")`: the default is a device value."""
+        p = self.parent.get(id(node))
+        if not (isinstance(p, ast.keyword) and p.arg == "default"):
+            return False
+        call = self.parent.get(id(p))
+        return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"
+                and any(isinstance(a, ast.Constant) and isinstance(a.value, str) and "device" in a.value.lower() for a in call.args))
+
+    def _fstring_edit(self, node: ast.JoinedStr) -> Edit | None:
+        """`f"cuda:{rank}"` -> `f"npu:{rank}"`: the literal head of an f-string that builds a device string."""
+        start, end = self.pos.span(node)
+        m = re.match(r"^([rRbBfF]{1,2})(['\"]{1,3})cuda(?=[:{'\"])", self.text[start:end])
+        if not m or "f" not in m.group(1).lower():
+            return None
+        at = start + m.end() - 4
+        return Edit(at, at + 4, "npu")
+
+    def _prefixed_edit(self, node: ast.Constant) -> Edit | None:
+        start, end = self.pos.span(node)
+        m = _PREFIXED_LIT.match(self.text[start:end])
+        if not m:
+            return None
+        return Edit(start, end, f"{m.group(1)}{m.group(2)}{_npu_backend(m.group(3))}{m.group(2)}")
+
     def _string(self, node: ast.Constant) -> None:
         value = node.value
-        in_fstring = isinstance(self.parent.get(id(node)), ast.JoinedStr)
-        if in_fstring:
-            if value.startswith("cuda"):
-                self.add("NPS005", self.parent[id(node)], "f-string builds a CUDA device string")
+        parent = self.parent.get(id(node))
+        if isinstance(parent, ast.JoinedStr):
+            if parent.values and parent.values[0] is node and re.match(r"^cuda(:|$)", value):
+                edit = self._fstring_edit(parent)
+                self.add("NPS005", parent, "f-string builds a CUDA device string", (edit,) if edit else ())
+                self.refs[-1].group, self.refs[-1].blocker = "device", edit is None
+            elif value.startswith("cuda"):
+                self.add("NPS005", parent, "f-string starts with \"cuda\" (not a device string npuport can follow)")
             return
         if _CUDA_STR.match(value):
             device, auto = self._device_position(node)
+            if not device and self._argparse_device_default(node):
+                device, auto = True, False
             if device:
                 edit = self._literal(node, _CUDA_LIT, "npu")
                 self.add("NPS004", node, f"{value!r} -> {value.replace('cuda', 'npu')!r}", (edit,) if edit else (), auto)
+                self.refs[-1].group, self.refs[-1].blocker = "device", edit is None
+            elif self._test_position(node):
+                edit = self._literal(node, _CUDA_LIT, "npu")
+                self.add("NPS005", node, f"{value!r} tested against a device string", (edit,) if edit else ())
+                self.refs[-1].group, self.refs[-1].blocker = "device", edit is None
             else:
-                where = "compared" if isinstance(self.parent.get(id(node)), ast.Compare) else "used"
-                self.add("NPS005", node, f"{value!r} {where} outside a device argument")
+                self.add("NPS005", node, f"{value!r} used outside a device argument")
+                self.refs[-1].group, self.refs[-1].blocker = "device", True
         elif value == "nccl":
             backend, auto = self._backend_position(node)
-            if backend:
+            if backend or self._test_position(node):
                 edit = self._literal(node, _NCCL_LIT, "hccl")
-                self.add("NPS010", node, "'nccl' -> 'hccl'", (edit,) if edit else (), auto)
+                did = "NPS010" if backend else "NPS011"
+                self.add(did, node, "'nccl' -> 'hccl'" if backend else "'nccl' tested against a backend name",
+                         (edit,) if edit else (), auto if backend else None)
+                self.refs[-1].group, self.refs[-1].blocker = "backend", edit is None
             else:
                 self.add("NPS011", node, "'nccl' outside a backend argument")
+                self.refs[-1].group, self.refs[-1].blocker = "backend", True
+        elif "cuda:nccl" in value.split(",") and _PREFIXED_BACKEND.match(value):
+            backend, auto = self._backend_position(node)
+            edit = self._prefixed_edit(node) if backend else None
+            self.add("NPS012", node, f"{value!r}" + (f" -> {_npu_backend(value)!r}" if edit else ""), (edit,) if edit else ())
+            self.refs[-1].group, self.refs[-1].blocker = "backend", edit is None
         elif value in self.apis.env_vars:
             self.add("NPS080", node, f"{value} -> {self.apis.env_vars[value]}")
 

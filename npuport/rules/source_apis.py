@@ -37,6 +37,7 @@ class SourceApis:
     torch_apis: Mapping[str, str]  # dotted prefix -> id
     imports: Mapping[str, str]  # module prefix -> id
     env_vars: Mapping[str, str]
+    npu_device_properties: frozenset[str] = frozenset()  # fields torch.npu.get_device_properties fills
 
 
 def _check_id(entry: str, value: str, known: Mapping[str, DiagnosticInfo], field: str) -> None:
@@ -48,7 +49,8 @@ def _check_id(entry: str, value: str, known: Mapping[str, DiagnosticInfo], field
 def load_source_apis() -> SourceApis:
     data = load_yaml(FILE)
     check_fields(data, file=FILE, entry="-", required={"schema": str, "diagnostics": dict, "npu_names": list, "groups": dict,
-                 "renamed": dict, "no_equivalent": dict, "torch_apis": dict, "imports": dict, "env_vars": dict})
+                 "renamed": dict, "no_equivalent": dict, "torch_apis": dict, "imports": dict, "env_vars": dict},
+                 optional={"npu_device_properties": dict})
     if data["schema"] != "npuport.source_apis/1":
         raise MappingError(FILE, "-", "schema", "expected npuport.source_apis/1")
     diags: dict[str, DiagnosticInfo] = {}
@@ -71,4 +73,14 @@ def load_source_apis() -> SourceApis:
         diagnostics=diags, npu_names=frozenset(data["npu_names"]), groups=groups, renamed=dict(data["renamed"]),
         no_equivalent=dict(data["no_equivalent"]), torch_apis=dict(data["torch_apis"]), imports=dict(data["imports"]),
         env_vars=dict(data["env_vars"]),
+        npu_device_properties=frozenset(_string_list(data.get("npu_device_properties", {}), "npu_device_properties")),
     )
+
+
+def _string_list(raw: object, entry: str) -> list[str]:
+    """A `{fields: [...], source: ...}` block: the list, checked; the source is required."""
+    if not raw:
+        return []
+    if not isinstance(raw, dict) or not isinstance(raw.get("fields"), list) or not isinstance(raw.get("source"), str):
+        raise MappingError(FILE, entry, "fields", "expected {fields: [names], source: text}")
+    return [str(x) for x in raw["fields"]]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from npuport.errors import NpuportError
-from npuport.rules.cuda_refs import Finder
+from npuport.rules.cuda_refs import Finder, Ref
 from npuport.rules.source_apis import load_source_apis
 
 MAX_FILES = 200
@@ -109,10 +109,72 @@ def _roots(path: Path) -> list[Path]:
     return roots
 
 
+def _static_path(node: ast.AST, path: Path, env: dict[str, Path]) -> Path | None:
+    """The folder an expression names, when it is built from literals and __file__ only:
+    "lib", os.path.dirname(__file__), os.path.join(..., "x"), Path(__file__).parent.parent.resolve(),
+    Path(...) / "x", str(...), os.path.abspath(...), or a module-level name bound to one of these."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        p = Path(node.value)
+        return p if p.is_absolute() else (path.parent / p)
+    if isinstance(node, ast.Name):
+        if node.id == "__file__":
+            return path
+        return env.get(node.id)
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        inner = _static_path(node.value, path, env)
+        return inner.parent if inner is not None else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        left, right = _static_path(node.left, path, env), node.right
+        if left is not None and isinstance(right, ast.Constant) and isinstance(right.value, str):
+            return left / right.value
+        return None
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in ("resolve", "absolute") and isinstance(func, ast.Attribute) and not node.args:
+            return _static_path(func.value, path, env)
+        args = [_static_path(a, path, env) if not (isinstance(a, ast.Constant) and name == "join") else None for a in node.args]
+        if name in ("str", "Path", "PurePath", "abspath", "realpath", "normpath", "expanduser") and len(node.args) == 1:
+            return args[0]
+        if name == "dirname" and len(node.args) == 1 and args[0] is not None:
+            return args[0].parent
+        if name == "join" and node.args:
+            base = _static_path(node.args[0], path, env)
+            rest = node.args[1:]
+            if base is None or not all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in rest):
+                return None
+            return base.joinpath(*[a.value for a in rest])  # type: ignore[union-attr]
+    return None
+
+
+def syspath_roots(path: Path, tree: ast.Module) -> list[Path]:
+    """Folders the module adds with sys.path.append / insert (as far as they are built from literals and __file__):
+    `wd = Path(__file__).parent.parent.resolve(); sys.path.append(str(wd))` makes `lit_gpt` importable."""
+    env: dict[str, Path] = {}
+    roots: list[Path] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            got = _static_path(node.value, path, env)
+            if got is not None:
+                env[node.targets[0].id] = got
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "insert")):
+            continue
+        target = node.func.value
+        if not (isinstance(target, ast.Attribute) and target.attr == "path" and isinstance(target.value, ast.Name) and target.value.id == "sys"):
+            continue
+        arg = node.args[-1] if node.args else None
+        got = _static_path(arg, path, env) if arg is not None else None
+        if got is not None and got.is_dir():
+            roots.append(got.resolve())
+    return roots
+
+
 def local_imports(path: Path, tree: ast.Module) -> list[Path]:
-    """Files of the local modules `tree` imports (never site-packages: only paths beside the model)."""
+    """Files of the local modules `tree` imports (never site-packages: only paths beside the model, in its package's
+    parents, or in folders the module puts on sys.path)."""
     found: list[Path] = []
-    roots = _roots(path)
+    roots = _roots(path) + syspath_roots(path, tree)
     for node in ast.walk(tree):
         candidates: list[tuple[Path, str]] = []
         if isinstance(node, ast.Import):
@@ -140,17 +202,18 @@ def _display(path: Path, anchor: Path) -> str:
         return str(path)
 
 
+def diagnostic(ref: Ref, display: str, migrated: bool | None = None) -> Diagnostic:
+    """The user-facing form of one reference; `migrated` overrides whether migrate rewrites it."""
+    info = load_source_apis().diagnostics[ref.id]
+    return Diagnostic(
+        id=ref.id, level=info.level, message=f"{info.title}: {ref.detail}", file=display, line=ref.line,
+        col=ref.col, npu_equivalent=info.npu, auto=info.auto if ref.auto is None else ref.auto, fix=info.fix,
+        title=info.title, migrate=ref.migrated if migrated is None else migrated,
+    )
+
+
 def scan_text(text: str, tree: ast.Module, display: str) -> list[Diagnostic]:
-    apis = load_source_apis()
-    out = []
-    for ref in Finder(text, tree, apis).run():
-        info = apis.diagnostics[ref.id]
-        out.append(Diagnostic(
-            id=ref.id, level=info.level, message=f"{info.title}: {ref.detail}", file=display, line=ref.line,
-            col=ref.col, npu_equivalent=info.npu, auto=info.auto if ref.auto is None else ref.auto, fix=info.fix,
-            title=info.title, migrate=ref.migrated,
-        ))
-    return out
+    return [diagnostic(ref, display) for ref in Finder(text, tree, load_source_apis()).run()]
 
 
 def scan(model_file: Path | str) -> ScanReport:

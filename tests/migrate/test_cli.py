@@ -20,12 +20,17 @@ def _runner() -> CliRunner:
 
 
 def test_prints_diff_and_remaining_diagnostics() -> None:
-    res = _runner().invoke(migrate, [str(FIXTURES / "model.py")])
+    res = _runner().invoke(migrate, [str(FIXTURES / "model.py"), "--root", str(FIXTURES)])
     assert res.exit_code == 0
     assert res.stdout.startswith("--- a/model.py\n+++ b/model.py\n")
     assert "+import torch_npu" in res.stdout and "-    model = model.cuda()" in res.stdout
     assert "model.py:22:16: error: NPS050" in res.stderr
-    assert "13 mechanical change(s)" in res.stderr
+    assert "model.py: 16 mechanical change(s)" in res.stderr
+    # the local imports are migrated together and their hand changes counted per file (HIPIFY-style)
+    assert "helpers.py: 0 mechanical change(s); 4 reference(s) still need a hand change" in res.stderr
+    assert "5 file(s): 16 mechanical change(s); 12 reference(s) still need a hand change" in res.stderr
+    quiet = _runner().invoke(migrate, [str(FIXTURES / "model.py"), "--root", str(FIXTURES), "--quiet"])
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == res.stdout
 
 
 def test_write_and_backup(tmp_path: Path) -> None:
