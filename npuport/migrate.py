@@ -55,9 +55,11 @@ class Migration:
         ))
 
     def summary_line(self) -> str:
-        manual = len(self.remaining)
+        manual = sum(1 for d in self.remaining if d.level != "info")
+        check = len(self.remaining) - manual
         head = f"{len(self.edits)} mechanical change(s)" + (" + import torch_npu" if self.added_import else "")
-        return f"{head}; {manual} reference(s) still need a hand change" + (" (see below)" if manual else "")
+        tail = f"; {check} to check (info)" if check else ""
+        return f"{head}; {manual} reference(s) still need a hand change{tail}" + (" (see below)" if self.remaining else "")
 
 
 @dataclass
@@ -79,9 +81,11 @@ class Program:
     def summary_lines(self) -> list[str]:
         lines = [f"{m.display}: {m.summary_line()}" for m in self.files]
         total_edits = sum(len(m.edits) for m in self.files)
-        total_left = len(self.remaining)
+        total_left = sum(1 for d in self.remaining if d.level != "info")
+        check = len(self.remaining) - total_left
         lines.append(f"{len(self.files)} file(s): {total_edits} mechanical change(s); {total_left} reference(s) still need "
-                     f"a hand change" + ("" if total_left else " (none: the CUDA-specific code found is all ported)"))
+                     f"a hand change" + (f", {check} to check (info)" if check else "")
+                     + ("" if self.remaining else " (none: the CUDA-specific code found is all ported)"))
         return lines
 
 

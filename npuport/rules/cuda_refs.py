@@ -383,6 +383,8 @@ class Finder:
         for kw in node.keywords:
             if isinstance(kw.value, ast.Constant) and (kw.arg, kw.value.value) in (("mode", "reduce-overhead"), ("mode", "max-autotune"), ("backend", "cudagraphs")):
                 self.add("NPS083", kw.value, f"torch.compile({kw.arg}={kw.value.value!r})")
+                return
+        self.add("NPS084", node, "torch.compile: check the backend on NPU")
 
     def run(self) -> list[Ref]:
         for node in ast.walk(self.tree):

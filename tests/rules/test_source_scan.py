@@ -121,3 +121,27 @@ def test_every_diagnostic_has_a_doc_page_and_back() -> None:
     for did in ids:
         text = (DOCS / f"{did}.md").read_text()
         assert text.startswith(f"# {did}") and "## Why" in text and "## How to fix" in text
+
+
+def test_recall_references_from_real_repositories(tmp_path) -> None:
+    """Patterns seen in public training code (TinyLlama's lit_gpt, llm.c, modded-nanogpt, flash-attn users): each
+    gets its diagnostic."""
+    src = tmp_path / "train.py"
+    src.write_text(
+        "import torch\n"
+        "import rotary_emb\n"
+        "import xentropy_cuda_lib\n"
+        "from kernels import get_kernel\n"
+        "import torch._inductor.config as config\n"
+        "config.coordinate_descent_tuning = True\n"
+        "if torch.version.cuda is not None:\n"
+        "    y = torch._scaled_mm(a, b, out_dtype=torch.bfloat16)\n"
+        "w = x.to(torch.float8_e4m3fn)\n"
+        "k = get_kernel('kernels-community/activation')\n"
+        "model = torch.compile(model)\n"
+        "torch.distributed.init_process_group(backend='cuda:nccl,cpu:gloo')\n"
+    )
+    got = [(d.line, d.id) for d in scan(src).diagnostics]
+    for want in [(2, "NPS076"), (3, "NPS076"), (6, "NPS085"), (7, "NPS090"), (8, "NPS091"), (9, "NPS091"),
+                 (10, "NPS092"), (11, "NPS084"), (12, "NPS012")]:
+        assert want in got, want
