@@ -128,16 +128,51 @@ class Finder:
         self.alias = _aliases(tree)
         self.refs: list[Ref] = []
         self.migrated_aliases: set[str] = set()  # names bound by a `from torch.cuda... import` that migrate rewrites
+        self._local_cache: dict[int, frozenset[str]] = {}
         self._import_edits = self._find_import_edits()
 
     # ------------------------------------------------------------ helpers
     def dotted(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
+            if node.id in self.alias and node.id != "torch" and self._shadowed(node):
+                return None  # a parameter or local of the enclosing function, not the module-level import
             return self.alias.get(node.id, node.id if node.id == "torch" else None)
         if isinstance(node, ast.Attribute):
             base = self.dotted(node.value)
             return f"{base}.{node.attr}" if base else None
         return None
+
+    def _shadowed(self, node: ast.Name) -> bool:
+        """The name is bound inside an enclosing function (parameter, assignment, for target, import):
+        `def __init__(self, config): config.n_embd` is not the module's `import torch._inductor.config as config`."""
+        p = self.parent.get(id(node))
+        while p is not None:
+            if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                if node.id in self._locals(p):
+                    return True
+            p = self.parent.get(id(p))
+        return False
+
+    def _locals(self, fn: ast.AST) -> frozenset[str]:
+        got = self._local_cache.get(id(fn))
+        if got is None:
+            a = fn.args
+            names = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+            names |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+            body = fn.body if isinstance(fn.body, list) else [fn.body]
+            for stmt in body:
+                for n in ast.walk(stmt):
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) and n is not stmt:
+                        pass  # nested scopes bind their own names; walking into them only over-approximates
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        names.add(n.id)
+                    elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                        names |= {(x.asname or x.name).split(".")[0] for x in n.names}
+                    elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                        names -= set(n.names)
+            got = frozenset(names)
+            self._local_cache[id(fn)] = got
+        return got
 
     def add(self, did: str, node: ast.AST, detail: str, edits: tuple[Edit, ...] = (), auto: bool | None = None) -> None:
         line = getattr(node, "lineno", 1)
@@ -407,7 +442,7 @@ class Finder:
                 if isinstance(parent, ast.Attribute) and parent.value is node:
                     continue
                 dotted = self.alias.get(node.id)
-                if dotted and dotted != node.id:
+                if dotted and dotted != node.id and not self._shadowed(node):
                     self._reference(node, dotted)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 self._string(node)
