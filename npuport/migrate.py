@@ -26,7 +26,7 @@ from pathlib import Path
 
 from npuport.errors import NpuportError
 from npuport.rules.cuda_refs import Edit, Finder, Ref
-from npuport.rules.source_scan import MAX_FILES, Diagnostic, diagnostic, local_imports, parse_file
+from npuport.rules.source_scan import MAX_FILES, Diagnostic, cuda_only_modules, diagnostic, local_imports, parse_file
 
 IMPORT_LINE = "import torch_npu  # added by npuport migrate: registers the NPU backend and torch.npu\n"
 GROUP_NAMES = {"device": '"cuda" device strings', "backend": '"nccl" backend strings'}
@@ -41,6 +41,7 @@ class Migration:
     added_import: bool
     remaining: list[Diagnostic] = field(default_factory=list)  # references a person still has to change
     display: str = ""  # the path shown in the diff and messages, relative to the root
+    refs: list[Ref] = field(default_factory=list)  # every CUDA-specific reference found, rewritten or not
 
     @property
     def changed(self) -> bool:
@@ -148,9 +149,9 @@ def _display(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-def program_files(entry: Path, follow: bool = True) -> tuple[list[Path], list[str]]:
+def program_files(entry: Path, follow: bool = True, roots: list[Path] | None = None) -> tuple[list[Path], list[str]]:
     """The entry file and, with `follow`, the local modules it imports transitively (sibling files, its package,
-    folders it appends to sys.path)."""
+    folders it appends to sys.path, and `roots`: the repository root a `pip install -e .` would put on the path)."""
     entry = entry.resolve()
     files, notes, todo, seen = [entry], [], [entry], {entry}
     while follow and todo:
@@ -160,7 +161,7 @@ def program_files(entry: Path, follow: bool = True) -> tuple[list[Path], list[st
         except NpuportError as exc:
             notes.append(f"skipped {path.name}: {exc.what}")
             continue
-        for dep in local_imports(path, tree):
+        for dep in local_imports(path, tree, roots):
             if dep not in seen:
                 if len(seen) >= MAX_FILES:
                     notes.append(f"stopped following imports after {MAX_FILES} files")
@@ -178,7 +179,7 @@ def migrate_program(entry: Path | str, root: Path | str | None = None, follow: b
     if not entry.is_file():
         raise NpuportError(f"cannot read {entry}", "an existing Python file", str(entry))
     base = Path(root).resolve() if root else Path.cwd().resolve()
-    paths, notes = program_files(entry, follow)
+    paths, notes = program_files(entry, follow, [base] if root else None)
     parsed: list[_Parsed] = []
     for path in paths:
         try:
@@ -191,6 +192,15 @@ def migrate_program(entry: Path | str, root: Path | str | None = None, follow: b
         finder = Finder(text, tree)
         refs = finder.run()
         parsed.append(_Parsed(path, _display(path, base), text, tree, refs, finder.import_edits()))
+    # second pass: calls into the program's own CUDA-only modules (Triton kernels, extension wrappers) are references
+    cuda = cuda_only_modules([(p.path, p.tree, p.refs) for p in parsed], [base, paths[0].parent])
+    if cuda:
+        for p in parsed:
+            own = {k: v for k, v in cuda.items() if not v.startswith((p.path.name + " ", p.path.name + ":"))}
+            if own:
+                finder = Finder(p.text, p.tree, cuda_modules=own)
+                p.refs = finder.run()
+                p.import_edits = finder.import_edits()
     held: dict[str, list[str]] = {}
     for p in parsed:
         for r in p.refs:
@@ -225,7 +235,7 @@ def _migrate(p: _Parsed, held: dict[str, list[str]]) -> Migration:
         if not done:
             remaining.append(diagnostic(r, p.display, migrated=False))
     return Migration(path=p.path, original=p.text, migrated=migrated, edits=edits, added_import=added,
-                     remaining=remaining, display=p.display)
+                     remaining=remaining, display=p.display, refs=list(p.refs))
 
 
 def migrate_file(path: Path | str) -> Migration:

@@ -28,6 +28,15 @@ _PREFIXED_LIT = re.compile(r"^([rRuU]?)(['\"])((?:\w+:\w+)(?:,\w+:\w+)*)\2$")
 def _npu_backend(value: str) -> str:
     """"cuda:nccl,cpu:gloo" -> "npu:hccl,cpu:gloo"."""
     return ",".join("npu:hccl" if part == "cuda:nccl" else part for part in value.split(","))
+# import diagnostics whose modules are CUDA builds: their uses are references too (not triton's NPS062, an info)
+_COMPILED_IMPORT_IDS = frozenset({"NPS070", "NPS071", "NPS072", "NPS073", "NPS074", "NPS075", "NPS076"})
+# torch.cuda functions whose first argument is a device (torch.cuda.get_device_properties(device), ...)
+_CUDA_DEVICE_ARG = frozenset({"set_device", "get_device_properties", "get_device_name", "get_device_capability",
+                              "synchronize", "memory_allocated", "max_memory_allocated", "memory_reserved",
+                              "max_memory_reserved", "reset_peak_memory_stats", "mem_get_info", "device", "stream",
+                              "current_stream", "default_stream", "empty_cache", "memory_stats", "utilization"})
+# NVIDIA command-line tools a script may run, and the Ascend counterpart
+_NVIDIA_TOOLS = {"nvidia-smi": "npu-smi info", "nvcc": "none (Ascend C kernels build with CANN's toolchain)", "nsys": "msprof"}
 _DEVICE_KW = {"device", "device_type", "map_location", "output_device", "device_map"}
 _AUTO_METHODS = {"to", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "pin_memory", "to_empty"}
 _DEVICE_FIRST_ARG = {"torch.device": False, "torch.autocast": False, "torch.amp.autocast": False,
@@ -104,6 +113,10 @@ def _aliases(tree: ast.AST) -> dict[str, str]:
             for a in node.names:
                 if a.name != "*":
                     names[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.ImportFrom) and node.level:  # `from .rmsnorm import FusedRMSNorm`
+            for a in node.names:
+                if a.name != "*":
+                    names.setdefault(a.asname or a.name, f"{node.module}.{a.name}" if node.module else a.name)
     return names
 
 
@@ -120,8 +133,11 @@ def _target_names(node: ast.AST) -> Iterator[str]:
 class Finder:
     """Walks one module's AST and collects `Ref`s."""
 
-    def __init__(self, text: str, tree: ast.Module, apis: SourceApis | None = None) -> None:
+    def __init__(self, text: str, tree: ast.Module, apis: SourceApis | None = None,
+                 cuda_modules: dict[str, str] | None = None) -> None:
         self.text, self.tree = text, tree
+        # local modules of the same program that hold CUDA-only code: {module name: what they hold}
+        self.cuda_modules = cuda_modules or {}
         self.apis = apis or load_source_apis()
         self.pos = _Positions(text)
         self.parent = _parents(tree)
@@ -129,6 +145,8 @@ class Finder:
         self.refs: list[Ref] = []
         self.migrated_aliases: set[str] = set()  # names bound by a `from torch.cuda... import` that migrate rewrites
         self._local_cache: dict[int, frozenset[str]] = {}
+        self._propagated: set[str] = set()
+        self._propagate_aliases()
         self._import_edits = self._find_import_edits()
 
     # ------------------------------------------------------------ helpers
@@ -142,9 +160,48 @@ class Finder:
             return f"{base}.{node.attr}" if base else None
         return None
 
+    def _propagate_aliases(self) -> None:
+        """`Opt = DeepSpeedCPUAdam if offload else FusedAdam`, `mlp = FusedLinearReLUSquare.apply`,
+        `fa = get_kernel("...")`: the assigned name stands for what its source names, so its uses are found.
+        Only names, attributes, conditional choices, and calls that hand back CUDA-only code (a Hub kernel, a
+        compiled extension) propagate; `model = torch.compile(model)` does not."""
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            target = node.targets[0].id
+            if target in self.alias:
+                continue
+            value = node.value
+            options = [value.body, value.orelse] if isinstance(value, ast.IfExp) else (
+                value.values if isinstance(value, ast.BoolOp) else [value])
+            for opt in options:
+                dotted = None
+                if isinstance(opt, ast.Name) or (isinstance(opt, ast.Attribute) and self.dotted(opt)):
+                    dotted = self.dotted(opt) if not isinstance(opt, ast.Name) else self.alias.get(opt.id)
+                else:
+                    base = opt
+                    while isinstance(base, ast.Attribute):  # get_kernel("...").flash_attn_interface
+                        base = base.value
+                    if isinstance(base, ast.Call):
+                        callee = self.dotted(base.func)
+                        if callee and self._hands_back_cuda_code(callee):
+                            dotted = callee
+                if dotted and dotted != "torch":
+                    self.alias[target] = dotted
+                    self._propagated.add(target)  # bound locally on purpose: never "shadowed"
+                    break
+
+    def _hands_back_cuda_code(self, dotted: str) -> bool:
+        """Calls whose result is CUDA code: a Hub kernel (get_kernel) or a JIT-built extension (cpp_extension.load).
+        An instance of a class (`model = GPT(config)`) is not."""
+        ids = {did for key, did in self.apis.torch_apis.items() if dotted == key}  # the factory itself, not its results' calls
+        return bool(ids & {"NPS060", "NPS092"})
+
     def _shadowed(self, node: ast.Name) -> bool:
         """The name is bound inside an enclosing function (parameter, assignment, for target, import):
         `def __init__(self, config): config.n_embd` is not the module's `import torch._inductor.config as config`."""
+        if node.id in self._propagated:
+            return False
         p = self.parent.get(id(node))
         while p is not None:
             if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -166,8 +223,7 @@ class Finder:
                         pass  # nested scopes bind their own names; walking into them only over-approximates
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                         names.add(n.id)
-                    elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                        names |= {(x.asname or x.name).split(".")[0] for x in n.names}
+                    # a local `from flash_attn import flash_attn_func` binds the import itself: not a shadow
                     elif isinstance(n, (ast.Global, ast.Nonlocal)):
                         names -= set(n.names)
             got = frozenset(names)
@@ -177,6 +233,9 @@ class Finder:
     def add(self, did: str, node: ast.AST, detail: str, edits: tuple[Edit, ...] = (), auto: bool | None = None) -> None:
         line = getattr(node, "lineno", 1)
         col = self.pos.char_col(line, getattr(node, "col_offset", 0)) + 1
+        if isinstance(node, ast.Attribute) and node.end_lineno != node.lineno:  # `GPT(\n ...\n).cuda()`: the token's line
+            line = node.end_lineno
+            col = self.pos.char_col(line, node.end_col_offset) + 1 - len(node.attr)
         self.refs.append(Ref(did, line, col, detail, edits, auto))
 
     def _attr_token(self, node: ast.Attribute, new: str) -> Edit | None:
@@ -264,8 +323,20 @@ class Finder:
             return
         if dotted == "torch.cuda" or dotted.startswith("torch.cuda."):
             self._cuda_api(node, dotted)
-        else:
-            self._torch_api(node, dotted)
+        elif not self._torch_api(node, dotted):
+            self._extension_use(node, dotted)
+
+    def _extension_use(self, node: ast.AST, dotted: str) -> None:
+        """A use of a name that a CUDA-only module provides (`FusedAdam(...)`, `rotary_emb.apply_rotary(...)`):
+        the import is not the only line a port has to change."""
+        mod = self._cuda_module(dotted)
+        if mod is not None:
+            self.add("NPS077", node, f"{dotted}: {self.cuda_modules[mod]}")
+            return
+        for key, did in self.apis.imports.items():
+            if (dotted == key or dotted.startswith(key + ".")) and did in _COMPILED_IMPORT_IDS:
+                self.add(did, node, f"use of {dotted}")
+                return
 
     # ------------------------------------------------------------ strings
     def _device_position(self, node: ast.AST) -> tuple[bool, bool]:
@@ -284,6 +355,8 @@ class Finder:
             callee = self.dotted(p.func)
             if callee in _DEVICE_FIRST_ARG:
                 return True, _DEVICE_FIRST_ARG[callee]
+            if callee and callee.startswith("torch.cuda.") and callee.split(".")[2] in _CUDA_DEVICE_ARG:
+                return True, True  # torch.cuda.get_device_properties("cuda"): the argument is a device
         if isinstance(p, (ast.Assign, ast.AnnAssign)) and p.value is child:
             targets = p.targets if isinstance(p, ast.Assign) else [p.target]
             if any("device" in n.lower() for t in targets for n in _target_names(t)):
@@ -399,6 +472,8 @@ class Finder:
             self.refs[-1].group, self.refs[-1].blocker = "backend", edit is None
         elif value in self.apis.env_vars:
             self.add("NPS080", node, f"{value} -> {self.apis.env_vars[value]}")
+        elif value.split(" ")[0] in _NVIDIA_TOOLS:
+            self.add("NPS094", node, f"{value.split(' ')[0]} -> {_NVIDIA_TOOLS[value.split(' ')[0]]}")
 
     # ------------------------------------------------------------ imports and calls
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
@@ -407,9 +482,29 @@ class Finder:
             modules = [a.name for a in node.names]
         elif node.module and not node.level:
             modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        if isinstance(node, ast.ImportFrom):
+            # `from triton_kernels import XXT` or `from pkg import layers` / `from . import norms` (a CUDA-only module)
+            hits = []
+            for a in node.names:
+                full = f"{node.module}.{a.name}" if node.module else a.name
+                mod = self._cuda_module(full, whole_modules=True)
+                if mod is not None:
+                    hits.append((full, mod))
+            if hits:  # one reference per statement: the local module is one thing to port
+                names = ", ".join(full.rsplit(".", 1)[-1] for full, _ in hits)
+                self.add("NPS077", node, f"import of {names} from {node.module or '.'}: {self.cuda_modules[hits[0][1]]}")
+                return
+        elif isinstance(node, ast.Import):
+            hit = [a.name for a in node.names if self._cuda_module(a.name, whole_modules=True)]
+            if hit:
+                self.add("NPS077", node, f"import of {hit[0]}: {self.cuda_modules[self._cuda_module(hit[0], whole_modules=True)]}")
+                return
         for key, did in self.apis.imports.items():
             if any(m == key or m.startswith(key + ".") for m in modules):
-                self.add(did, node, f"import of {key}")
+                # one reference per imported name: `from deepspeed.ops.adam import DeepSpeedCPUAdam, FusedAdam`
+                names = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else [key]
+                for name in names:
+                    self.add(did, node, f"import of {key}" + (f" ({name})" if name != key else ""))
                 return
 
     def _compile(self, node: ast.Call) -> None:
@@ -430,8 +525,10 @@ class Finder:
                 if isinstance(parent, ast.Attribute) and parent.value is node:
                     continue  # the outermost attribute of a chain reports it
                 dotted = self.dotted(node)
-                if dotted and (dotted.startswith("torch.cuda") or self._matches_torch_api(dotted)):
+                if dotted and (dotted.startswith("torch.cuda") or self._matches_torch_api(dotted) or self._matches_compiled(dotted)):
                     self._reference(node, dotted)
+                elif dotted == "torch.compile" and not (isinstance(parent, ast.Call) and parent.func is node):
+                    self.add("NPS084", node, "@torch.compile: check the backend on NPU")
                 elif node.attr == "is_cuda":
                     edit = self._attr_token(node, "is_npu")
                     self.add("NPS006", node, ".is_cuda -> .is_npu", (edit,) if edit else ())
@@ -450,6 +547,22 @@ class Finder:
                 self._compile(node)
         self.refs.sort(key=lambda r: (r.line, r.col, r.id))
         return self.refs
+
+    def _matches_compiled(self, dotted: str) -> bool:
+        if self._cuda_module(dotted):
+            return True
+        return any((dotted == k or dotted.startswith(k + ".")) and did in _COMPILED_IMPORT_IDS for k, did in self.apis.imports.items())
+
+    def _cuda_module(self, dotted: str, whole_modules: bool = False) -> str | None:
+        """The entry of `cuda_modules` that `dotted` falls under: a CUDA-only name of a local module
+        (`triton_kernels.XXT`, and what is below it), or with `whole_modules` the module itself (for imports)."""
+        for key, what in self.cuda_modules.items():
+            is_module = " holds " in what
+            if is_module and not whole_modules:
+                continue
+            if dotted == key or (not is_module and dotted.startswith(key + ".")):
+                return key
+        return None
 
     def _matches_torch_api(self, dotted: str) -> bool:
         return any(dotted == k or dotted.startswith(k + ".") for k in self.apis.torch_apis)

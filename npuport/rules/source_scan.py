@@ -170,11 +170,11 @@ def syspath_roots(path: Path, tree: ast.Module) -> list[Path]:
     return roots
 
 
-def local_imports(path: Path, tree: ast.Module) -> list[Path]:
+def local_imports(path: Path, tree: ast.Module, extra_roots: list[Path] | None = None) -> list[Path]:
     """Files of the local modules `tree` imports (never site-packages: only paths beside the model, in its package's
     parents, or in folders the module puts on sys.path)."""
     found: list[Path] = []
-    roots = _roots(path) + syspath_roots(path, tree)
+    roots = _roots(path) + syspath_roots(path, tree) + list(extra_roots or [])
     for node in ast.walk(tree):
         candidates: list[tuple[Path, str]] = []
         if isinstance(node, ast.Import):
@@ -202,6 +202,81 @@ def _display(path: Path, anchor: Path) -> str:
         return str(path)
 
 
+# diagnostics that make a module CUDA-only: its callers in the same program get NPS077
+CUDA_ONLY_IDS = frozenset({"NPS060", "NPS061", "NPS070", "NPS071", "NPS072", "NPS073", "NPS074", "NPS075", "NPS076",
+                           "NPS091", "NPS092"})
+
+
+def cuda_only_modules(files: list[tuple[Path, ast.Module, list[Ref]]], roots: list[Path]) -> dict[str, str]:
+    """{name as importers write it: what it holds} for the CUDA-only code of the program's own modules.
+
+    A module with CUDA-only references is listed under its names (stem, dotted path below each root), which flags
+    `import helpers` / `from pkg import layers`. Inside it, a top-level function or class is listed as
+    `module.Name` when its own body holds such a reference or launches one of the module's Triton kernels, and so
+    is a top-level name assigned from one (`ext = load_inline(...)`): their importers' uses are lines a port
+    changes. Classes count only when they are autograd Functions (a kernel's forward / backward); an nn.Module
+    that uses such code internally is ported inside its module, its callers do not change.
+    """
+    out: dict[str, str] = {}
+    for path, tree, refs in files:
+        hits = [r for r in refs if r.id in CUDA_ONLY_IDS]
+        if not hits:
+            continue
+        ids = sorted({r.id for r in hits})
+        what = f"{path.name} holds CUDA-only code ({', '.join(ids)})"
+        names = _module_names(path, roots)
+        for n in names:
+            out[n] = what
+        lines = {r.line for r in hits}
+        kernels = {d.name for d in tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and any(r.line in range(dec.lineno, dec.end_lineno + 1) for dec in d.decorator_list for r in hits)}
+        # functions that call the module's other CUDA-only functions are CUDA-only too (to a fixed point)
+        funcs = {d.name: d for d in tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        direct = {n for n, d in funcs.items() if any(d.lineno <= ln <= d.end_lineno for ln in lines)} | kernels
+        changed = True
+        while changed:
+            changed = False
+            for n, d in funcs.items():
+                if n not in direct and any(isinstance(x, ast.Name) and x.id in direct for x in ast.walk(d)):
+                    direct.add(n)
+                    changed = True
+        kernels = direct
+        for node in tree.body:
+            targets: list[str] = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                targets = [node.name]
+            elif isinstance(node, ast.ClassDef) and any(_base_name(b).endswith("Function") for b in node.bases):
+                targets = [node.name]  # an autograd.Function wrapping a kernel; an nn.Module's callers don't change
+            elif isinstance(node, ast.Assign):
+                targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            if not targets:
+                continue
+            inside = any(node.lineno <= ln <= node.end_lineno for ln in lines)
+            launches = any(isinstance(n, ast.Name) and n.id in kernels for n in ast.walk(node))
+            if inside or launches:
+                for t in targets:
+                    for m in names:
+                        out[f"{m}.{t}"] = f"{path.name}:{node.lineno} {t} runs CUDA-only code ({', '.join(ids)})"
+    return out
+
+
+def _base_name(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def _module_names(path: Path, roots: list[Path]) -> set[str]:
+    names = {path.stem} if path.stem != "__init__" else {path.parent.name}
+    for root in roots:
+        try:
+            rel = path.resolve().relative_to(root.resolve()).with_suffix("")
+        except ValueError:
+            continue
+        parts = list(rel.parts[:-1]) if rel.name == "__init__" else list(rel.parts)
+        if parts:
+            names.add(".".join(parts))
+    return names
+
+
 def diagnostic(ref: Ref, display: str, migrated: bool | None = None) -> Diagnostic:
     """The user-facing form of one reference; `migrated` overrides whether migrate rewrites it."""
     info = load_source_apis().diagnostics[ref.id]
@@ -223,11 +298,11 @@ def scan(model_file: Path | str) -> ScanReport:
     anchor = model_file.parent
     report = ScanReport(files=[])
     todo: list[tuple[Path, str, ast.Module]] = [(model_file, text, tree)]
+    done: list[tuple[Path, str, ast.Module]] = []
     seen = {model_file}
     while todo:
         path, text, tree = todo.pop(0)
-        report.files.append(_display(path, anchor))
-        report.diagnostics.extend(scan_text(text, tree, _display(path, anchor)))
+        done.append((path, text, tree))
         for dep in local_imports(path, tree):
             if dep in seen:
                 continue
@@ -241,4 +316,12 @@ def scan(model_file: Path | str) -> ScanReport:
                 report.notes.append(f"skipped {_display(dep, anchor)}: {exc.what}")
                 continue
             todo.append((dep, dep_text, dep_tree))
+    apis = load_source_apis()
+    first = [(path, tree, Finder(text, tree, apis).run()) for path, text, tree in done]
+    cuda = cuda_only_modules(first, _roots(model_file) + [anchor])
+    for path, text, tree in done:
+        own = {k: v for k, v in cuda.items() if not v.startswith((path.name + " ", path.name + ":"))}
+        refs = Finder(text, tree, apis, own).run()
+        report.files.append(_display(path, anchor))
+        report.diagnostics.extend(diagnostic(r, _display(path, anchor)) for r in refs)
     return report
