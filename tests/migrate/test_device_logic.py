@@ -124,3 +124,21 @@ def test_program_diff_applies_with_git_from_the_root(tmp_path: Path) -> None:
     subprocess.run(["git", "apply", str(patch)], cwd=repo, check=True)
     for m in program.files:
         assert m.path.read_text() == m.migrated
+
+
+def test_calls_into_the_programs_own_cuda_code_are_counted() -> None:
+    """modded-nanogpt's patterns: a local Triton module, an autograd.Function alias, a Hub kernel's attribute,
+    @torch.compile, nvidia-smi. An nn.Module that uses the kernel inside and a plain function are not flagged."""
+    folder = FIXTURES / "kernels_program"
+    program = migrate_program(folder / "train.py", root=folder)
+    train = next(m for m in program.files if m.display == "train.py")
+    got = {(d.line, d.id) for d in train.remaining}
+    for want in [(6, "NPS092"), (8, "NPS077"), (10, "NPS080"), (11, "NPS092"), (12, "NPS077"), (15, "NPS084"),
+                 (17, "NPS092"), (18, "NPS077"), (23, "NPS094")]:
+        assert want in got, want
+    assert sum(1 for d in train.remaining if (d.line, d.id) == (18, "NPS077")) == 2  # SquareOp and square_twice
+    assert not any(d.line in (20, 21) for d in train.remaining)  # Block() and its call: ported inside fused_ops.py
+    assert "plain" not in next(d.message for d in train.remaining if d.line == 8)
+    assert ").npu()" in train.migrated  # the multi-line `.cuda()` call is still rewritten at its token
+    fused = next(m for m in program.files if m.display == "fused_ops.py")
+    assert {d.id for d in fused.remaining} >= {"NPS061", "NPS062"}
