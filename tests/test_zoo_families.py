@@ -32,6 +32,7 @@ FAMILIES = {
     "gemma3": "composite config (text decoder of a multimodal model)",
     "gpt_oss": "no SDPA path, MoE, sliding window",
     "bert": "encoder",
+    "megatron-bert": "encoder with a bidirectional mask check and the padding warning",
 }
 SCENARIOS = ["train:batch=1,seq=16", "prefill:batch=1,seq=16", "decode:batch=1,past=16"]
 
@@ -61,7 +62,7 @@ def test_family_audits(model_type, tiny_configs):
     report, data = audit_model(hf_config=str(tiny_configs[model_type]), scenarios=SCENARIOS)
     assert data["failed_scenarios"] == []
     names = [s["name"] for s in data["scenarios"]]
-    if model_type == "bert":
+    if model_type in ("bert", "megatron-bert"):
         assert names == ["train", "prefill"]
         assert any("bidirectional encoder" in n for n in data["notes"])
     else:
@@ -99,7 +100,7 @@ _ALLOWED = {"aten::_local_scalar_dense"}
 
 
 
-@pytest.mark.parametrize("model_type", ["llama", "qwen3_moe", "deepseek_v3", "gemma2", "falcon_h1", "bert"])
+@pytest.mark.parametrize("model_type", ["llama", "qwen3_moe", "deepseek_v3", "gemma2", "falcon_h1", "bert", "megatron-bert"])
 def test_fake_trace_follows_the_real_run(model_type, tiny_configs):
     """The control: the aten ops of a real CPU run and of the fake trace are the same multiset, per scenario."""
     path = tiny_configs[model_type]
@@ -113,7 +114,7 @@ def test_fake_trace_follows_the_real_run(model_type, tiny_configs):
         torch.manual_seed(0)
         got_real, _ = trace_scenario(real, sc)
         if got_fake is None:
-            assert got_real is None and sc.kind == "decode" and model_type == "bert"
+            assert got_real is None and sc.kind == "decode" and model_type in ("bert", "megatron-bert")
             continue
         a, b = _op_multiset(got_fake), _op_multiset(got_real)
         diff = {op: (a[op], b[op]) for op in set(a) | set(b) if a[op] != b[op] and op not in _ALLOWED}

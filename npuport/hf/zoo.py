@@ -90,6 +90,14 @@ def tiny(raw: dict[str, Any]) -> dict[str, Any]:
         for k, v in _TINY.items():
             if isinstance(section.get(k), int) and not isinstance(section.get(k), bool) and section[k] > v:
                 section[k] = v
+        # special token ids must stay inside the shrunk vocabulary (an embedding's padding_idx is checked)
+        vocab = section.get("vocab_size")
+        if isinstance(vocab, int):
+            for k, v in list(section.items()):
+                if k.endswith("token_id") and isinstance(v, int) and v >= vocab:
+                    section[k] = vocab - 1
+                elif k.endswith("token_id") and isinstance(v, list):
+                    section[k] = [x if not isinstance(x, int) or x < vocab else vocab - 1 for x in v]
         # MLA (DeepSeek-style): head_dim is the rotary part of the query/key head; the full head is nope + rope
         if isinstance(section.get("qk_rope_head_dim"), int):
             if "head_dim" in section:
