@@ -487,18 +487,15 @@ class Finder:
             hits = []
             for a in node.names:
                 full = f"{node.module}.{a.name}" if node.module else a.name
-                mod = self._cuda_module(full, whole_modules=True)
+                mod = self._cuda_module(full)  # a CUDA-only function / Function, not a whole module
                 if mod is not None:
                     hits.append((full, mod))
             if hits:  # one reference per statement: the local module is one thing to port
                 names = ", ".join(full.rsplit(".", 1)[-1] for full, _ in hits)
                 self.add("NPS077", node, f"import of {names} from {node.module or '.'}: {self.cuda_modules[hits[0][1]]}")
                 return
-        elif isinstance(node, ast.Import):
-            hit = [a.name for a in node.names if self._cuda_module(a.name, whole_modules=True)]
-            if hit:
-                self.add("NPS077", node, f"import of {hit[0]}: {self.cuda_modules[self._cuda_module(hit[0], whole_modules=True)]}")
-                return
+        # `import helpers` / `from pkg import layers`: importing a module is not a line a port changes (the module
+        # is ported where it is); its CUDA-only functions are, where they are imported and called
         for key, did in self.apis.imports.items():
             if any(m == key or m.startswith(key + ".") for m in modules):
                 # one reference per imported name: `from deepspeed.ops.adam import DeepSpeedCPUAdam, FusedAdam`
