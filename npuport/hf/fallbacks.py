@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import sys
 from typing import Iterator
 
 _LOGGER = "transformers.integrations.hub_kernels"
@@ -36,12 +37,13 @@ def kernel_fallbacks() -> Iterator[dict[str, str]]:
     log = logging.getLogger(_LOGGER)
     handler = _Collect()
     saved = (log.level, log.propagate)
-    try:
-        from transformers.utils import logging as hf_logging
+    if "transformers" in sys.modules:  # nothing to collect from a model that never loaded transformers
+        try:
+            from transformers.utils import logging as hf_logging
 
-        hf_logging.get_logger(_LOGGER).warning_once.cache_clear()  # logged once per process: log it again here
-    except (ImportError, AttributeError):
-        pass
+            hf_logging.get_logger(_LOGGER).warning_once.cache_clear()  # logged once per process: log it again here
+        except (ImportError, AttributeError):
+            pass
     log.setLevel(logging.WARNING)
     log.propagate = False
     log.addHandler(handler)

@@ -9,6 +9,7 @@ forward over past + 1 tokens, labelled as such. Encoders (bidirectional attentio
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
@@ -30,9 +31,10 @@ def real_path() -> Iterator[None]:
     that then read tensor values get the answer a real run gets for the audit's inputs (no padding, no packed
     sequences: positions are 0..n-1 in every row).
     """
-    try:
-        from transformers.utils import import_utils
-    except ImportError:
+    # only what is already loaded: a model that never imported transformers has no guard to patch (and importing
+    # transformers here would cost seconds, and trips over a torch_npu stand-in without a module spec)
+    import_utils = sys.modules.get("transformers.utils.import_utils")
+    if import_utils is None:
         yield
         return
     original = getattr(import_utils, "is_fake_tensor", None)
@@ -43,10 +45,7 @@ def real_path() -> Iterator[None]:
         return False
 
     patches: list[tuple[Any, str, Any]] = [(import_utils, "is_fake_tensor", not_fake)]
-    try:
-        from transformers import masking_utils
-    except ImportError:
-        masking_utils = None
+    masking_utils = sys.modules.get("transformers.masking_utils")
     if masking_utils is not None and hasattr(masking_utils, "find_packed_sequence_indices"):
         packed = masking_utils.find_packed_sequence_indices
 
@@ -85,10 +84,8 @@ def real_path() -> Iterator[None]:
             return local_attention_size is None or kv_length < local_attention_size
 
         patches.append((masking_utils, "_ignore_bidirectional_mask_sdpa", ignore_bidirectional))
-    try:
-        from transformers.modeling_utils import PreTrainedModel
-    except ImportError:
-        PreTrainedModel = None
+    modeling_utils = sys.modules.get("transformers.modeling_utils")
+    PreTrainedModel = getattr(modeling_utils, "PreTrainedModel", None)
     if PreTrainedModel is not None and hasattr(PreTrainedModel, "warn_if_padding_and_no_attention_mask"):
         def warn_if_padding(self: Any, input_ids: Any, attention_mask: Any) -> None:
             # A real run looks for the pad token at both ends of each row (to warn, nothing else): same ops here,
