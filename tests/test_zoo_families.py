@@ -169,3 +169,18 @@ def test_reference_kernel_fallbacks_are_named(tmp_path):
         _, data = audit_model(hf_config=str(path), scenarios=["prefill:batch=1,seq=8"])
         assert any("`selective_scan_fn`" in n and "`mamba_ssm`" in n for n in data["notes"]), data["notes"]
         assert not any("no SDPA path" in n for n in data["notes"])  # attention-free: nothing to say about SDPA
+
+
+def test_moe_config_dtype_rejected_by_grouped_gemm_does_not_end_the_audit(tmp_path, tiny_configs):
+    """A float32 MoE config: torch's grouped GEMM takes bf16 only, so the audit traces bf16 and says why; a float32
+    the user asks for is kept and the failure is one clear line."""
+    raw = json.loads(tiny_configs["qwen3_moe"].read_text())
+    raw["torch_dtype"] = "float32"
+    path = tmp_path / "moe32.json"
+    path.write_text(json.dumps(raw))
+    _, data = audit_model(hf_config=str(path), scenarios=["prefill:batch=1,seq=8"])
+    assert data["model"]["dtype"] == "bfloat16" and any("grouped GEMM" in n for n in data["notes"])
+    from npuport.errors import NpuportError
+
+    with pytest.raises(NpuportError, match="BF16"):
+        audit_model(hf_config=str(path), scenarios=["prefill:batch=1,seq=8"], dtype="float32")

@@ -171,6 +171,12 @@ def build(raw: dict[str, Any], dtype: str | None, attn: str | None, mode: Any, p
     if _is_moe(config) and hasattr(config, "_experts_implementation"):
         # Routing is data-dependent; the grouped-GEMM experts path has static shapes (every routed token x top_k).
         config._experts_implementation = "grouped_mm"
+        if fake and torch_dtype != torch.bfloat16 and dtype_source != "--dtype":
+            # torch's grouped GEMM takes bfloat16 only: a dtype the user did not choose must not end the audit
+            notes.append(f"the config's {str(torch_dtype).removeprefix('torch.')} is rejected by torch's grouped GEMM "
+                         "(bfloat16 only), the path transformers takes for the experts: traced in bfloat16 "
+                         "(--dtype to force another)")
+            torch_dtype, dtype_source = torch.bfloat16, "default"
     # fake tensors have no values to initialize; real builds (parity, bench) keep transformers' initialization
     init = skip_weight_init() if fake else contextlib.nullcontext()
     from npuport.trace.run import tolerant_swap
