@@ -184,3 +184,27 @@ def test_moe_config_dtype_rejected_by_grouped_gemm_does_not_end_the_audit(tmp_pa
 
     with pytest.raises(NpuportError, match="BF16"):
         audit_model(hf_config=str(path), scenarios=["prefill:batch=1,seq=8"], dtype="float32")
+
+
+def test_fixed_size_state_cache_is_built_from_a_short_prefill(tmp_path, monkeypatch):
+    """Mamba keeps a state whose size does not grow with the context: its decode cache comes from 8 tokens (measured
+    against 16), while Llama's KV cache is built from the full `past`."""
+    import npuport.hf.inputs as inputs
+
+    seen: list[int] = []
+    real = inputs._prefill_cache
+
+    def spy(model, batch, past, vocab):
+        seen.append(past)
+        return real(model, batch, past, vocab)
+
+    monkeypatch.setattr(inputs, "_prefill_cache", spy)
+    for model_type, want in (("mamba", [8, 16]), ("llama", [300])):
+        if model_type not in __import__("npuport.hf.zoo", fromlist=["x"]).causal_lm_types():
+            continue
+        path = tmp_path / f"{model_type}.json"
+        path.write_text(json.dumps(tiny(cut_layers(default_config(model_type), 2)), default=str))
+        seen.clear()
+        _, data = audit_model(hf_config=str(path), scenarios=["decode:batch=1,past=300"])
+        assert seen == want, (model_type, seen)
+        assert data["scenarios"][0]["past"] == 300

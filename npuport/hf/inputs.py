@@ -18,6 +18,8 @@ import torch
 from npuport.scenarios import Scenario
 
 Inputs = tuple[tuple, dict]
+_HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads", "decoder_attention_heads",
+              "num_key_value_heads")
 _CACHE_FIELDS = ("cache", "past_key_values", "cache_params", "state", "mems")
 
 
@@ -147,7 +149,7 @@ def hf_inputs(model: torch.nn.Module, mode: Any, notes: list[str] | None = None)
                 return (), kwargs
             key = (sc.batch, sc.past)
             if key not in caches:
-                caches[key] = _prefill_cache(model, sc.batch, sc.past, vocab)
+                caches[key] = _cache_for(model, sc.batch, sc.past, vocab)
             name, cache = caches[key]
             if cache is None:  # no cache: the step re-reads the whole context
                 ids = torch.randint(0, vocab, (sc.batch, sc.past + sc.seq))
@@ -158,6 +160,42 @@ def hf_inputs(model: torch.nn.Module, mode: Any, notes: list[str] | None = None)
     make.recomputes = lambda sc: sc.kind == "decode" and sc.past and not encoder and caches.get((sc.batch, sc.past), ("", 0))[1] is None  # type: ignore[attr-defined]
     make.encoder = encoder  # type: ignore[attr-defined]
     return make
+
+
+def _cache_for(model: torch.nn.Module, batch: int, past: int, vocab: int) -> tuple[str, Any]:
+    """The model's cache after `past` tokens. A model whose cache does not grow with the context (Mamba, RWKV,
+    xLSTM: a fixed-size state) gets it from a short prefill, so its per-token reference loop does not run `past`
+    times just to build it; whether it grows is measured, not assumed (the same cache after 8 and 16 tokens)."""
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    attention = any(getattr(text, k, None) for k in _HEAD_KEYS)  # attention keeps K/V per token: no probe
+    if past > 16 and not attention:
+        short = _prefill_cache(model, batch, 8, vocab)
+        if short[1] is not None and _shapes(short[1]) == _shapes(_prefill_cache(model, batch, 16, vocab)[1]):
+            return short
+    return _prefill_cache(model, batch, past, vocab)
+
+
+def _shapes(obj: Any, depth: int = 0, seen: set[int] | None = None) -> list[tuple[int, ...]]:
+    """Shapes of every tensor a cache object holds (attributes, lists, dicts), in a stable order."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        return [tuple(obj.shape)]
+    if depth > 4 or id(obj) in seen or obj is None or isinstance(obj, (str, int, float, bool)):
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        items = list(obj.values())
+    elif isinstance(obj, (list, tuple)):
+        items = list(obj)
+    elif hasattr(obj, "__dict__"):
+        items = [v for k, v in sorted(vars(obj).items()) if not k.startswith("__")]
+    else:
+        return []
+    out: list[tuple[int, ...]] = []
+    for item in items:
+        out.extend(_shapes(item, depth + 1, seen))
+    return out
 
 
 def _prefill_cache(model: torch.nn.Module, batch: int, past: int, vocab: int) -> tuple[str, Any]:
