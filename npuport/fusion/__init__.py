@@ -1,0 +1,1 @@
+"""Fusion advice: unfused norm / attention / activation chains found in the trace, with the fused NPU op checked."""
