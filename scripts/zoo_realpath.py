@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import sys
-import tempfile
-import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -30,7 +27,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from npuport.hf.zoo import causal_lm_types, cut_layers, default_config, tiny  # noqa: E402
+from npuport.hf.zoo import causal_lm_types, cut_layers, default_config, for_each_type, tiny  # noqa: E402
 
 SCENARIOS = ["train:batch=1,seq=16", "prefill:batch=1,seq=16", "decode:batch=1,past=16"]
 ALLOWED = {"aten::_local_scalar_dense"}
@@ -87,13 +84,6 @@ def compare(model_type: str, folder: str) -> dict:
     return row
 
 
-def _worker(model_type: str, folder: str, queue: "mp.Queue") -> None:
-    try:
-        queue.put(compare(model_type, folder))
-    except Exception as exc:
-        queue.put({"type": model_type, "status": "error", "reason": f"{type(exc).__name__}: {str(exc)[:160]}"})
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("types", nargs="*")
@@ -104,35 +94,12 @@ def main() -> int:
     types = args.types or causal_lm_types()
     import npuport.audit  # noqa: F401  - imported before forking
 
-    ctx = mp.get_context("fork")
     rows: list[dict] = []
     print(f"# transformers {transformers.__version__}, torch {torch.__version__}, {len(types)} types", flush=True)
-    with tempfile.TemporaryDirectory() as folder:
-        pending, running = list(types), {}
-        while pending or running:
-            while pending and len(running) < args.workers:
-                t = pending.pop(0)
-                q = ctx.Queue()
-                p = ctx.Process(target=_worker, args=(t, folder, q))
-                p.start()
-                running[t] = (p, q, time.perf_counter())
-            time.sleep(0.2)
-            for t, (p, q, started) in list(running.items()):
-                row = None
-                if not q.empty():
-                    row = q.get()
-                    p.join()
-                elif not p.is_alive():
-                    row = {"type": t, "status": "error", "reason": f"process died ({p.exitcode})"}
-                elif time.perf_counter() - started > args.timeout:
-                    p.kill()
-                    row = {"type": t, "status": "error", "reason": "timed out"}
-                if row is None:
-                    continue
-                del running[t]
-                rows.append(row)
-                detail = row.get("reason") or json.dumps(row.get("diffs", {}))[:300]
-                print(f"{t:<28} {row['status']:<8} {detail if row['status'] != 'same' else ''}", flush=True)
+    for row in for_each_type(types, compare, args.workers, args.timeout):
+        rows.append(row)
+        detail = row.get("reason") or json.dumps(row.get("diffs", {}))[:300]
+        print(f"{row['type']:<28} {row['status']:<8} {detail if row['status'] != 'same' else ''}", flush=True)
     counts = Counter(r["status"] for r in rows)
     print(f"\n# summary: {dict(counts)}")
     if args.json:

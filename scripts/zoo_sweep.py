@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import multiprocessing as mp
 import os
 import platform
 import sys
-import tempfile
 import time
 import warnings
 from contextlib import redirect_stderr, redirect_stdout
@@ -34,7 +32,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from npuport.hf.zoo import causal_lm_types, cut_layers, default_config, tiny  # noqa: E402
+from npuport.hf.zoo import causal_lm_types, cut_layers, default_config, for_each_type, tiny  # noqa: E402
 
 
 def _first_line(text: str) -> str:
@@ -87,21 +85,20 @@ def audit(raw: dict, folder: Path) -> tuple[int, str, dict]:
     return code, _first_line(err.getvalue()), info
 
 
-def one(model_type: str, folder: str, queue: "mp.Queue") -> None:
+def one(model_type: str, folder: str) -> dict:
     t0 = time.perf_counter()
     row: dict = {"type": model_type}
     try:
         raw = cut_layers(default_config(model_type), 2)
     except Exception as exc:
         row.update(status="config", reason=f"{type(exc).__name__}: {_first_line(str(exc))}")
-        queue.put(row)
-        return
+        return row
     row["control"], row["control_reason"] = control(raw)
     t1 = time.perf_counter()
     code, reason, info = audit(raw, Path(folder))
     row.update(exit=code, reason=reason, audit_s=round(time.perf_counter() - t1, 1), **info)
     row["control_s"] = round(t1 - t0, 1)
-    queue.put(row)
+    return row
 
 
 def main() -> int:
@@ -115,36 +112,14 @@ def main() -> int:
     types = args.types or causal_lm_types()
     import npuport.cli.main  # noqa: F401  - imported once, before forking
 
-    ctx = mp.get_context("fork")
     rows: list[dict] = []
     print(f"# transformers {transformers.__version__}, torch {torch.__version__}, {platform.machine()}, "
           f"{os.cpu_count()} cores, {len(types)} types", flush=True)
-    with tempfile.TemporaryDirectory() as folder:
-        pending = list(types)
-        running: dict[str, tuple[mp.Process, mp.Queue, float]] = {}
-        while pending or running:
-            while pending and len(running) < args.workers:
-                t = pending.pop(0)
-                q = ctx.Queue()
-                p = ctx.Process(target=one, args=(t, folder, q))
-                p.start()
-                running[t] = (p, q, time.perf_counter())
-            time.sleep(0.2)
-            for t, (p, q, started) in list(running.items()):
-                row = None
-                if not q.empty():
-                    row = q.get()
-                    p.join()
-                elif not p.is_alive():
-                    row = {"type": t, "exit": -1, "reason": f"process died (exit {p.exitcode})"}
-                elif time.perf_counter() - started > args.timeout:
-                    p.kill()
-                    row = {"type": t, "exit": -1, "reason": f"timed out after {args.timeout:.0f} s"}
-                if row is None:
-                    continue
-                del running[t]
-                rows.append(row)
-                print(_line(row), flush=True)
+    for row in for_each_type(types, one, args.workers, args.timeout):
+        if row.get("status") == "error":  # the child died or timed out
+            row = {"type": row["type"], "exit": -1, "reason": row["reason"]}
+        rows.append(row)
+        print(_line(row), flush=True)
     _summary(rows)
     if args.markdown:
         Path(args.markdown).write_text(_markdown(rows, args))

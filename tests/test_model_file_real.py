@@ -11,6 +11,14 @@ from click.testing import CliRunner
 from npuport.cli.main import cli
 
 MODEL = Path(__file__).resolve().parent / "fixtures" / "models" / "nocache_gpt.py"
+# a model whose decode inputs do not fit it: prefill traces, decode fails
+HALF_MODEL = (
+    "import torch\n"
+    "def build_model():\n    return torch.nn.Linear(8, 8)\n"
+    "def example_inputs(sc):\n"
+    "    return {'input': torch.randn(sc.batch, sc.seq, 8 if sc.kind != 'decode' else 5)}\n"
+    "def loss_fn(out, inputs):\n    return out.sum()\n"
+)
 
 
 def test_model_file_without_cache_prints_and_ties():
@@ -44,13 +52,7 @@ def test_dtype_option_applies_to_model_files():
 def test_partial_results_exit_1(tmp_path):
     """One scenario fails: the others are reported, the failed one is named in the JSON, exit 1."""
     model = tmp_path / "half.py"
-    model.write_text(
-        "import torch\n"
-        "def build_model():\n    return torch.nn.Linear(8, 8)\n"
-        "def example_inputs(sc):\n"
-        "    return {'input': torch.randn(sc.batch, sc.seq, 8 if sc.kind != 'decode' else 5)}\n"
-        "def loss_fn(out, inputs):\n    return out.sum()\n"
-    )
+    model.write_text(HALF_MODEL)
     out = tmp_path / "r.json"
     res = CliRunner().invoke(cli, ["audit", str(model), "-o", str(out), "--quiet", "--scenario", "prefill:seq=4+decode:past=4"])
     assert res.exit_code == 1, res.output
@@ -62,12 +64,7 @@ def test_partial_results_exit_1(tmp_path):
 
 def test_failed_scenario_shown_in_every_format(tmp_path):
     model = tmp_path / "half.py"
-    model.write_text(
-        "import torch\n"
-        "def build_model():\n    return torch.nn.Linear(8, 8)\n"
-        "def example_inputs(sc):\n"
-        "    return {'input': torch.randn(sc.batch, sc.seq, 8 if sc.kind != 'decode' else 5)}\n"
-    )
+    model.write_text(HALF_MODEL)
     for ext in ("txt", "md", "html"):
         out = tmp_path / f"r.{ext}"
         res = CliRunner().invoke(cli, ["audit", str(model), "-o", str(out), "--quiet", "--scenario", "prefill:seq=4+decode:past=4"])

@@ -208,3 +208,22 @@ def test_fixed_size_state_cache_is_built_from_a_short_prefill(tmp_path, monkeypa
         _, data = audit_model(hf_config=str(path), scenarios=["decode:batch=1,past=300"])
         assert seen == want, (model_type, seen)
         assert data["scenarios"][0]["past"] == 300
+
+
+def _work_for_test(model_type: str, folder: str) -> dict:
+    if model_type == "boom":
+        raise ValueError("bad type")
+    if model_type == "die":
+        import os as _os
+
+        _os._exit(3)
+    return {"type": model_type, "status": "ok", "folder_exists": __import__("os").path.isdir(folder)}
+
+
+def test_for_each_type_runs_each_type_apart():
+    from npuport.hf.zoo import for_each_type
+
+    rows = {r["type"]: r for r in for_each_type(["a", "boom", "die", "b"], _work_for_test, workers=2, timeout=60)}
+    assert rows["a"] == {"type": "a", "status": "ok", "folder_exists": True} and rows["b"]["status"] == "ok"
+    assert rows["boom"]["status"] == "error" and "ValueError: bad type" in rows["boom"]["reason"]
+    assert rows["die"]["status"] == "error" and "process died (exit 3)" in rows["die"]["reason"]

@@ -8,7 +8,7 @@ Used by scripts/zoo_sweep.py and the per-family tests; nothing here runs a model
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Callable, Iterator
 
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_decoder_layers", "decoder_layers")
 
@@ -131,3 +131,47 @@ def causal_lm_types() -> list[str]:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def for_each_type(types: list[str], work: Callable[[str, str], dict], workers: int = 2,
+                  timeout: float = 300.0) -> Iterator[dict]:
+    """Run `work(model_type, folder)` for each type in its own forked process (one model's monkeypatches and memory
+    never reach the next), `workers` at a time, and yield each row as it finishes. A process that dies or runs past
+    `timeout` seconds yields {"type", "status": "error", "reason"}. Import what `work` needs before calling this,
+    so each child starts with it loaded."""
+    import multiprocessing as mp
+    import tempfile
+    import time
+
+    ctx = mp.get_context("fork")
+
+    def child(model_type: str, folder: str, queue: "mp.Queue") -> None:
+        try:
+            queue.put(work(model_type, folder))
+        except Exception as exc:  # a crash in `work` is a row, not the end of the sweep
+            queue.put({"type": model_type, "status": "error", "reason": f"{type(exc).__name__}: {str(exc)[:160]}"})
+
+    with tempfile.TemporaryDirectory() as folder:
+        pending = list(types)
+        running: dict[str, tuple[Any, Any, float]] = {}
+        while pending or running:
+            while pending and len(running) < workers:
+                t = pending.pop(0)
+                q = ctx.Queue()
+                p = ctx.Process(target=child, args=(t, folder, q))
+                p.start()
+                running[t] = (p, q, time.perf_counter())
+            time.sleep(0.2)
+            for t, (p, q, started) in list(running.items()):
+                row = None
+                if not q.empty():
+                    row = q.get()
+                    p.join()
+                elif not p.is_alive():
+                    row = {"type": t, "status": "error", "reason": f"process died (exit {p.exitcode})"}
+                elif time.perf_counter() - started > timeout:
+                    p.kill()
+                    row = {"type": t, "status": "error", "reason": f"timed out after {timeout:.0f} s"}
+                if row is not None:
+                    del running[t]
+                    yield row
