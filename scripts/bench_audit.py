@@ -6,7 +6,8 @@ several times; prints medians.
 
 Targets: 7B <= 10 s wall after imports and <= 1.5 GB peak RSS on a 2-core CPU; 70B <= 2.5x the 7B time
 (issue 2); DeepSeek-V3 <= 60 s after imports and <= 1.5 GB peak RSS (issue 17).
-Usage: python scripts/bench_audit.py [--repeats 3] [--markdown] [--models llama-2-7b,deepseek-v3]
+Usage: python scripts/bench_audit.py [--repeats 3] [--markdown] [--models llama-2-7b,deepseek-v3] [--zoo mamba]
+(--zoo TYPE: the installed transformers' default config of TYPE cut to 2 layers, as scripts/zoo_sweep.py audits it)
 """
 
 from __future__ import annotations
@@ -51,11 +52,23 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--models", default="llama-2-7b,llama-2-70b,deepseek-v3", help="configs of examples/configs, comma-separated")
+    ap.add_argument("--models", default="llama-2-7b,llama-2-70b,deepseek-v3", help="configs of examples/configs, comma-separated ('' for none)")
+    ap.add_argument("--zoo", default="", help="model types of the installed transformers, default config cut to 2 layers, comma-separated")
     args = ap.parse_args()
     rows = {}
-    for name in args.models.split(","):
-        runs = [run_once(ROOT / "examples" / "configs" / f"{name}.json") for _ in range(args.repeats)]
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp())
+    configs = {name: ROOT / "examples" / "configs" / f"{name}.json" for name in args.models.split(",") if name}
+    for mt in (t for t in args.zoo.split(",") if t):
+        sys.path.insert(0, str(ROOT))
+        from npuport.hf.zoo import cut_layers, default_config
+
+        path = tmp / f"{mt}-2-layers.json"
+        path.write_text(json.dumps(cut_layers(default_config(mt), 2), default=str))
+        configs[f"{mt} (2 layers)"] = path
+    for name, config in configs.items():
+        runs = [run_once(config) for _ in range(args.repeats)]
         rows[name] = {
             "audit_s": statistics.median(r["audit_s"] for r in runs),
             "audit_s_all": [round(r["audit_s"], 2) for r in runs],
