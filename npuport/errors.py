@@ -6,6 +6,11 @@ expected, the second what was received.
 
 from __future__ import annotations
 
+import os
+import traceback
+
+import torch
+
 
 class NpuportError(Exception):
     """A problem with what the user gave us: bad path, bad option, a model that does not fit its inputs."""
@@ -39,11 +44,6 @@ class MappingError(NpuportError):
 
 def where_in_user_code(exc: BaseException) -> str:
     """' at file.py:12' of the innermost traceback frame outside torch / npuport / installed libraries."""
-    import os
-    import traceback
-
-    import torch
-
     torch_dir = os.path.dirname(torch.__file__)
     here = os.path.dirname(os.path.abspath(__file__))
     for fr in reversed(traceback.extract_tb(exc.__traceback__)):

@@ -30,7 +30,7 @@ import importlib, torch, transformers
 model_type = json.load(open(sys.argv[1]))["model_type"].replace("-", "_")
 importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")  # transformers imports it lazily
 from npuport.api import audit_model
-from npuport.report.audit_json import audit_to_json
+from npuport.audit.json_form import audit_to_json
 imports = time.perf_counter() - t0
 t1 = time.perf_counter()
 report, data = audit_model(hf_config=sys.argv[1])
@@ -62,7 +62,7 @@ def main() -> None:
     configs = {name: ROOT / "examples" / "configs" / f"{name}.json" for name in args.models.split(",") if name}
     for mt in (t for t in args.zoo.split(",") if t):
         sys.path.insert(0, str(ROOT))
-        from npuport.hf.zoo import cut_layers, default_config
+        from npuport.model.hf.zoo import cut_layers, default_config
 
         path = tmp / f"{mt}-2-layers.json"
         path.write_text(json.dumps(cut_layers(default_config(mt), 2), default=str))

@@ -46,7 +46,7 @@ from npuport.bench import device as dev
 from npuport.bench.cases import BenchCase, TensorSpec
 from npuport.bench.harness import BenchOptions, bench_case
 from npuport.bench.rebuild import meta_cost
-from npuport.roofline import get_chip
+from npuport.cost.roofline import get_chip
 from npuport.trace.records import TensorRef
 
 where = "cuda"

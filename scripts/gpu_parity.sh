@@ -54,7 +54,7 @@ step env 30 bash -c "nvidia-smi; $PY -c 'import torch, transformers, sys; print(
 
 step gpu_check 60 $PY -c "
 import json
-from npuport.devices import parse_device, NumericsPolicy, preserved_numerics
+from npuport.devices.device import parse_device, NumericsPolicy, preserved_numerics
 d = parse_device('cuda'); d.check_present()
 with preserved_numerics():
     print(json.dumps({'versions': d.versions(), 'policy_in_force': d.set_numerics_policy(NumericsPolicy())}, indent=1, default=str))
@@ -66,7 +66,7 @@ step gpt2_fp32 120 $NPUPORT parity --ref cuda --dev cpu --hf $CFG/gpt2.json --dt
 step llama_bf16 150 $NPUPORT parity --ref cuda --dev cpu --hf $CFG/tinyllama-1.1b.json --dtype bfloat16 --scenario $S128 \
   --golden cpu64 --save-json "$OUT/llama_bf16.json" -o "$OUT/llama_bf16.md" --force
 [ -f "$OUT/llama_bf16.json" ] && $PY -c "
-import json, sys; from npuport.parity.report_doc import render_html
+import json, sys; from npuport.render.parity_doc import render_html
 d = json.load(open('$OUT/llama_bf16.json')); open('$OUT/llama_bf16.html', 'w').write(render_html(d))" 2>>"$OUT/llama_bf16.log"
 
 step record_gpt2 120 $NPUPORT parity record --dev cuda --hf $CFG/gpt2.json --dtype float32 --scenario $S128 \

@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from npuport.migrate import migrate_program  # noqa: E402
-from npuport.rules.cuda_refs import Finder  # noqa: E402
+from npuport.scan.cuda_refs import Finder  # noqa: E402
+from npuport.scan.migrate import migrate_program  # noqa: E402
 
 REFS = ROOT / "docs" / "migrate" / "refs"
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import npuport.parity.stats as S  # noqa: E402
-from npuport.devices import parse_device  # noqa: E402
-from npuport.parity.capture import Capturer, CaptureOptions  # noqa: E402
+from npuport.devices.device import parse_device  # noqa: E402
+from npuport.parity.capture import CaptureOptions, Capturer  # noqa: E402
 from npuport.parity.session import RunOptions, Target, device_inputs, modes_for, place, prepare  # noqa: E402
 
 

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("items", nargs="*", help="torch-npu wheel files or versions (2.13.0, 2.1.0.post10)")
     parser.add_argument("--torch-wheel", type=Path, help="the paired torch wheel (only with a single item)")
     parser.add_argument("--wheel-dir", type=Path, default=Path("/tmp/wheels"), help="where wheels are found/downloaded")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "mappings" / "coverage")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "npuport" / "mappings" / "coverage")
     parser.add_argument("--no-download", action="store_true", help="never call pip")
     parser.add_argument("--summary", action="store_true",
                         help="print the per-release counts of the checked-in data as a markdown table (docs/coverage.md)")

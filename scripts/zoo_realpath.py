@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Does the fake-tensor trace take the path a real run takes, for every causal-LM type of the installed transformers?
 
-For each type, the default config cut to 2 layers and shrunk to small widths (npuport.hf.zoo.tiny) is built twice,
+For each type, the default config cut to 2 layers and shrunk to small widths (npuport.model.hf.zoo.tiny) is built twice,
 on fake tensors (as the audit builds it) and on real CPU tensors, and each scenario (train 1 x 16, prefill 1 x 16,
 decode after 16 tokens) runs under npuport's recorder on both. The aten ops that compute (views left out: autograd
 regenerates them differently on real tensors) must be the same multiset; the only accepted difference is the real
@@ -27,17 +27,17 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from npuport.hf.zoo import causal_lm_types, cut_layers, default_config, for_each_type, tiny  # noqa: E402
+from npuport.model.hf.zoo import causal_lm_types, cut_layers, default_config, for_each_type, tiny  # noqa: E402
 
 SCENARIOS = ["train:batch=1,seq=16", "prefill:batch=1,seq=16", "decode:batch=1,past=16"]
 ALLOWED = {"aten::_local_scalar_dense"}
 
 
 def compare(model_type: str, folder: str) -> dict:
-    from npuport.audit import trace_scenario
+    from npuport.audit.trace_stage import trace_scenario
     from npuport.errors import NpuportError
-    from npuport.loading import load_hf_config
-    from npuport.scenarios import parse_scenarios
+    from npuport.model.loading import load_hf_config
+    from npuport.model.scenarios import parse_scenarios
 
     row: dict = {"type": model_type}
     try:
@@ -92,7 +92,7 @@ def main() -> int:
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     types = args.types or causal_lm_types()
-    import npuport.audit  # noqa: F401  - imported before forking
+    import npuport.audit.trace_stage  # noqa: F401  - imported before forking
 
     rows: list[dict] = []
     print(f"# transformers {transformers.__version__}, torch {torch.__version__}, {len(types)} types", flush=True)

@@ -32,7 +32,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from npuport.hf.zoo import causal_lm_types, cut_layers, default_config, for_each_type, tiny  # noqa: E402
+from npuport.model.hf.zoo import causal_lm_types, cut_layers, default_config, for_each_type, tiny  # noqa: E402
 
 
 def _first_line(text: str) -> str:
@@ -45,8 +45,8 @@ def control(raw: dict) -> tuple[str, str]:
     composite config) with transformers' own initialization, and run one forward of 8 tokens."""
     from contextlib import nullcontext
 
-    from npuport.hf.build import build
-    from npuport.hf.inputs import vocab_size
+    from npuport.model.hf.build import build
+    from npuport.model.hf.inputs import vocab_size
 
     try:
         torch.manual_seed(0)

@@ -5,15 +5,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from npuport.costs import call_cost
-from npuport.inventory import reported_calls
+from npuport.cost.inventory import reported_calls
+from npuport.cost.op_costs import call_cost
 from npuport.trace.run import new_fake_mode, trace_module
 
 
 def _calls(fn, *shapes, dtype=torch.float32, **kw):
     mode = new_fake_mode()
     with mode:
-        model = torch.nn.Identity()
         args = tuple(torch.randn(*s, dtype=dtype) for s in shapes)
     trace = trace_module(_Wrap(fn), lambda: (args, kw), mode=mode)
     return trace
@@ -108,7 +107,7 @@ def test_sdpa_without_collapse_shows_cpu_variant():
 
 
 def test_grouped_mm_flops():
-    from npuport.costs import _grouped_mm_flops
+    from npuport.cost.op_costs import _grouped_mm_flops
 
     assert _grouped_mm_flops((96, 64), (8, 64, 128)) == 2 * 96 * 64 * 128
 
@@ -122,7 +121,7 @@ def test_reduction_counts_input_elements():
 def test_sdpa_flops_with_grouped_kv_heads():
     from torch.utils import flop_counter
 
-    from npuport.costs import sdpa_flops
+    from npuport.cost.op_costs import sdpa_flops
 
     assert sdpa_flops((2, 8, 64, 32), (2, 8, 96, 32), (2, 8, 96, 32)) == flop_counter.sdpa_flop_count((2, 8, 64, 32), (2, 8, 96, 32), (2, 8, 96, 32))
     # 8 query heads over 2 KV heads: every query head still does its own QK^T and PV

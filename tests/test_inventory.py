@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from npuport.api import audit_model
-from npuport.inventory import module_pattern
+from npuport.cost.inventory import module_pattern
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_gemm_flips_from_compute_to_memory_bound_at_decode(gpt):
 
 def test_hot_ops_cover_the_configured_share(gpt):
     report, data = gpt
-    from npuport.costs import op_classes
+    from npuport.cost.op_costs import op_classes
 
     for sc in data["scenarios"]:
         rows = sorted((o["scenarios"][sc["name"]] for o in data["ops"] if sc["name"] in o["scenarios"] and o["kind"] == "compute"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from npuport.errors import NpuportError
-from npuport.routes import score_fusion, score_op, weights
+from npuport.fusion.routes import score_fusion, score_op, weights
 
 
 def test_default_weights_are_the_seeds():

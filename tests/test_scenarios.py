@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from npuport.errors import NpuportError
-from npuport.scenarios import DEFAULTS, fit_to_context, parse_scenario, parse_scenarios
+from npuport.model.scenarios import DEFAULTS, fit_to_context, parse_scenario, parse_scenarios
 
 
 def test_defaults_are_train_prefill_decode():

@@ -1,14 +1,13 @@
 """One small model of each architecture family audits end to end, and its fake trace takes the path a real run takes.
 
 The configs are the installed transformers' defaults, cut to 2 layers (a hybrid keeps one layer of each kind) and
-shrunk to small widths (npuport.hf.zoo), so the same config also runs on real CPU tensors as the control.
+shrunk to small widths (npuport.model.hf.zoo), so the same config also runs on real CPU tensors as the control.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from contextlib import nullcontext
 
 import pytest
 
@@ -17,10 +16,10 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from npuport.api import audit_model  # noqa: E402
-from npuport.audit import trace_scenario  # noqa: E402
-from npuport.hf.zoo import cut_layers, default_config, tiny  # noqa: E402
-from npuport.loading import load_hf_config  # noqa: E402
-from npuport.scenarios import parse_scenarios  # noqa: E402
+from npuport.audit.trace_stage import trace_scenario  # noqa: E402
+from npuport.model.hf.zoo import cut_layers, default_config, tiny  # noqa: E402
+from npuport.model.loading import load_hf_config  # noqa: E402
+from npuport.model.scenarios import parse_scenarios  # noqa: E402
 
 FAMILIES = {
     "llama": "dense, grouped-query attention",
@@ -38,7 +37,7 @@ SCENARIOS = ["train:batch=1,seq=16", "prefill:batch=1,seq=16", "decode:batch=1,p
 
 
 def _available(model_type: str) -> bool:
-    from npuport.hf.zoo import causal_lm_types
+    from npuport.model.hf.zoo import causal_lm_types
 
     return model_type in causal_lm_types()
 
@@ -161,7 +160,7 @@ def test_moe_by_hand(tiny_configs):
 
 def test_reference_kernel_fallbacks_are_named(tmp_path):
     """Mamba's selective scan comes from `mamba_ssm` (CUDA only): the audit says it traced the reference path."""
-    if "mamba" not in __import__("npuport.hf.zoo", fromlist=["x"]).causal_lm_types():
+    if "mamba" not in __import__("npuport.model.hf.zoo", fromlist=["x"]).causal_lm_types():
         pytest.skip("transformers has no mamba")
     path = tmp_path / "mamba.json"
     path.write_text(json.dumps(tiny(cut_layers(default_config("mamba"), 2)), default=str))
@@ -189,7 +188,7 @@ def test_moe_config_dtype_rejected_by_grouped_gemm_does_not_end_the_audit(tmp_pa
 def test_fixed_size_state_cache_is_built_from_a_short_prefill(tmp_path, monkeypatch):
     """Mamba keeps a state whose size does not grow with the context: its decode cache comes from 8 tokens (measured
     against 16), while Llama's KV cache is built from the full `past`."""
-    import npuport.hf.inputs as inputs
+    import npuport.model.hf.inputs as inputs
 
     seen: list[int] = []
     real = inputs._prefill_cache
@@ -200,7 +199,7 @@ def test_fixed_size_state_cache_is_built_from_a_short_prefill(tmp_path, monkeypa
 
     monkeypatch.setattr(inputs, "_prefill_cache", spy)
     for model_type, want in (("mamba", [8, 16]), ("llama", [300])):
-        if model_type not in __import__("npuport.hf.zoo", fromlist=["x"]).causal_lm_types():
+        if model_type not in __import__("npuport.model.hf.zoo", fromlist=["x"]).causal_lm_types():
             continue
         path = tmp_path / f"{model_type}.json"
         path.write_text(json.dumps(tiny(cut_layers(default_config(model_type), 2)), default=str))
@@ -221,7 +220,7 @@ def _work_for_test(model_type: str, folder: str) -> dict:
 
 
 def test_for_each_type_runs_each_type_apart():
-    from npuport.hf.zoo import for_each_type
+    from npuport.model.hf.zoo import for_each_type
 
     rows = {r["type"]: r for r in for_each_type(["a", "boom", "die", "b"], _work_for_test, workers=2, timeout=60)}
     assert rows["a"] == {"type": "a", "status": "ok", "folder_exists": True} and rows["b"]["status"] == "ok"

@@ -11,13 +11,13 @@ from typing import Any, Callable
 
 import torch
 
+from npuport.ascendc_kernels.add_rms_norm.tiling import add_rms_norm_tiling
 from npuport.ascendc_kernels.compare import CompareResult, compare_output, tolerance
 from npuport.ascendc_kernels.flash_attention.reference import flash_attention_tiling
+from npuport.ascendc_kernels.layer_norm.tiling import layer_norm_tiling
 from npuport.ascendc_kernels.registry import get_kernel
 from npuport.ascendc_kernels.rms_norm.tiling import rms_norm_tiling
-from npuport.ascendc_kernels.add_rms_norm.tiling import add_rms_norm_tiling
-from npuport.ascendc_kernels.layer_norm.tiling import layer_norm_tiling
-from npuport.roofline import ChipProfile, get_chip
+from npuport.cost.roofline import ChipProfile, get_chip
 
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
 OUTPUT_KINDS = {

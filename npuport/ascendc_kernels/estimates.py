@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from npuport.ascendc_kernels.perf_base import PerfEstimate
 from npuport.ascendc_kernels.registry import get_kernel
-from npuport.roofline import ChipProfile
+from npuport.cost.roofline import ChipProfile
 
 TOKENS, HIDDEN, HEADS, HEAD_DIM, BATCH, SEQ = 8 * 4096, 4096, 32, 128, 8, 4096
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from npuport.ascendc_kernels.norm_tiling import DTYPE_BYTES, NormKind, plan_norm
 from npuport.ascendc_kernels.perf_base import PerfEstimate, estimate
-from npuport.roofline import ChipProfile
+from npuport.cost.roofline import ChipProfile
 
 # fp32 vector passes per element, from the kernel's Compute(): casts, square, reduce, scale, gamma (, beta)
 _PASSES = {"rms_norm": 6, "add_rms_norm": 9, "layer_norm": 8}

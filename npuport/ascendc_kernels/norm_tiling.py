@@ -17,10 +17,16 @@ from dataclasses import dataclass
 from typing import ClassVar, Iterator, Literal
 
 from npuport.ascendc_kernels.tiling_base import (
-    PackedTiling, UbBuffer, UbPlan, align_up, ceil_div, even_start, split_even,
+    PackedTiling,
+    UbBuffer,
+    UbPlan,
+    align_up,
+    ceil_div,
+    even_start,
+    split_even,
 )
+from npuport.cost.roofline import ChipProfile
 from npuport.errors import NpuportError
-from npuport.roofline import ChipProfile
 
 NormKind = Literal["rms_norm", "add_rms_norm", "layer_norm"]
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from npuport.roofline import ChipProfile
+from npuport.cost.roofline import ChipProfile
 
 LAUNCH_S = 5e-6  # assumption: kernel launch + tiling copy on the stream
 SYNC_CYCLES = 150  # assumption: one vector->scalar->vector round trip (GetValue after V_S, S_V back)

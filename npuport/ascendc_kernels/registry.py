@@ -16,11 +16,15 @@ from typing import Any, Callable, Mapping
 from npuport.ascendc_kernels import torch_ops
 from npuport.ascendc_kernels.add_rms_norm.perf import add_rms_norm_perf
 from npuport.ascendc_kernels.add_rms_norm.reference import (
-    add_rms_norm_golden, add_rms_norm_reference, add_rms_norm_schedule,
+    add_rms_norm_golden,
+    add_rms_norm_reference,
+    add_rms_norm_schedule,
 )
 from npuport.ascendc_kernels.flash_attention.perf import flash_attention_perf
 from npuport.ascendc_kernels.flash_attention.reference import (
-    flash_attention_golden, flash_attention_reference, flash_attention_schedule,
+    flash_attention_golden,
+    flash_attention_reference,
+    flash_attention_schedule,
 )
 from npuport.ascendc_kernels.layer_norm.perf import layer_norm_perf
 from npuport.ascendc_kernels.layer_norm.reference import layer_norm_golden, layer_norm_reference, layer_norm_schedule

@@ -16,6 +16,7 @@ import torch
 from npuport.ascendc_kernels import _libhold
 from npuport.ascendc_kernels.add_rms_norm.reference import add_rms_norm_reference
 from npuport.ascendc_kernels.flash_attention.reference import flash_attention_reference, to_bnsd
+from npuport.ascendc_kernels.host import launch  # torch_npu is imported by launch only when an NPU kernel runs
 from npuport.ascendc_kernels.layer_norm.reference import layer_norm_reference
 from npuport.ascendc_kernels.rms_norm.reference import rms_norm_reference
 
@@ -55,8 +56,6 @@ def _fa_meta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tens
 
 def _npu(name: str) -> Callable[..., Any]:
     def impl(*args: Any, **kwargs: Any) -> Any:
-        from npuport.ascendc_kernels.host import launch  # lazy: torch_npu only on NPU dispatch
-
         return getattr(launch, name)(*args, **kwargs)
 
     impl.__name__ = f"{name}_npu"

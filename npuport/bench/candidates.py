@@ -12,7 +12,13 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from npuport.ascendc_kernels import registry  # type: ignore[attr-defined]
+from npuport.bench.kernels import load_expectations
 from npuport.bench.rebuild import Runnable
+from npuport.devices.runtime import graph_replay
 
 
 class Unsupported(Exception):
@@ -50,8 +56,6 @@ def eager(r: Runnable, device: str) -> Prepared:
 def compiled(r: Runnable, device: str, sync: Callable[[], None] | None = None) -> Prepared:
     """torch.compile of the single op (fullgraph, static shapes). Compile time is paid here, once, outside the
     timed region, and reported as a note."""
-    import torch
-
     fn = torch.compile(r.call_tensors(), fullgraph=True, dynamic=False)
     t0 = time.perf_counter()
     try:
@@ -66,8 +70,6 @@ def compiled(r: Runnable, device: str, sync: Callable[[], None] | None = None) -
 
 def graphed(r: Runnable, device: str, calls: int) -> Prepared:
     """Eager calls captured into one device graph (rotating through the input sets inside the graph)."""
-    from npuport.bench.device import graph_replay
-
     sets = r.bound_sets
     counter = iter(range(10**9))
 
@@ -92,12 +94,6 @@ def alternatives_for(op: str) -> dict[str, Factory]:
 def _kernel_references(op: str) -> dict[str, Factory]:
     """npuport kernels whose `replaces` names a single-op pattern standing for `op`: their PyTorch reference,
     called with the op's arguments renamed as mappings/kernel_expectations.yaml says."""
-    try:
-        from npuport.ascendc_kernels import registry  # type: ignore[attr-defined]
-    except ImportError:
-        return {}
-    from npuport.bench.kernels import load_expectations
-
     singles = load_expectations().single_op_patterns
     out: dict[str, Factory] = {}
     for name, entry in getattr(registry, "KERNELS", {}).items():
@@ -149,8 +145,6 @@ def _first_line(exc: BaseException) -> str:
 
 def _sdpa_backend(backend_name: str) -> Factory:
     def factory(r: Runnable, device: str) -> Prepared:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
         backend = getattr(SDPBackend, backend_name, None)
         if backend is None:
             raise Unsupported(f"this torch has no SDPBackend.{backend_name}")

@@ -11,6 +11,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from npuport.cost.inventory import shape_signature
+from npuport.cost.op_costs import itemsize
 from npuport.errors import NpuportError
 from npuport.trace.records import TensorMeta
 
@@ -62,8 +64,6 @@ class BenchCase:
 
     @property
     def input_bytes(self) -> int:
-        from npuport.costs import itemsize
-
         total = 0
         for spec in self.inputs:
             n = 1
@@ -103,7 +103,6 @@ def cases_from_report(report: Any, scenario: str, top: int | None = None, shapes
     inv = report.inventory
     trace = report.traces[scenario]
     groups: dict[tuple[str, str, tuple[str, ...]], list[Any]] = defaultdict(list)
-    from npuport.inventory import shape_signature
 
     for rc in inv.calls[scenario]:
         if rc.kind != "compute":
@@ -131,8 +130,6 @@ def cases_from_report(report: Any, scenario: str, top: int | None = None, shapes
 
 
 def _case_from_call(calls: list[Any], trace: Any, chip: str, op_class: str) -> BenchCase | str:
-    from npuport.inventory import shape_signature
-
     rc = calls[0]
     recorded = trace.calls[rc.index]
     if rc.children:  # a native composite (SDPA): rebuild the torch-level call the backend dispatches as one op

@@ -15,7 +15,8 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_map
 
-from npuport.bench.timer import Clock, Measurement, measure
+from npuport.bench.kernels import device_us
+from npuport.devices.timer import Clock, Measurement, measure
 
 GAP_TOLERANCE = 0.10  # the step may exceed the op sum by this share before it is flagged
 
@@ -115,9 +116,7 @@ def time_step(load: Callable[[], Any], scenario: Any, device: str, clock: Clock,
 
 
 def _profile_step(step: Callable[[Any], None], inputs: Any, device: str, sync: Callable[[], None] | None) -> tuple[float, int]:
-    from torch.profiler import ProfilerActivity, profile
-
-    from npuport.bench.kernels import device_us
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415 - optional dependency, imported where it is used
 
     acts = [ProfilerActivity.CPU]
     if device.startswith("cuda"):

@@ -14,7 +14,7 @@ from typing import Any
 
 from npuport.bench.cases import FLOAT_DTYPES, BenchCase, Skipped, TensorSpec, select_ops
 from npuport.bench.rebuild import RebuildError, meta_cost
-from npuport.costs import base_name
+from npuport.cost.op_costs import base_name
 from npuport.errors import NpuportError
 from npuport.trace.records import TensorRef
 

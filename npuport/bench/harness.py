@@ -11,9 +11,11 @@ from typing import Any, Callable
 from npuport.bench import candidates as cand
 from npuport.bench.cases import BenchCase
 from npuport.bench.kernels import KernelCheck, check, record_names
-from npuport.bench.rebuild import RebuildError, build, rotation_sets
-from npuport.bench.timer import Clock, Measurement, measure
-from npuport.roofline import ChipProfile
+from npuport.bench.rebuild import RebuildError, build, rotation_sets, set_bytes
+from npuport.cost.roofline import ChipProfile
+from npuport.devices.runtime import kind_of
+from npuport.devices.timer import Clock, Measurement, measure
+from npuport.mappings import load_yaml
 
 
 @dataclass
@@ -86,7 +88,6 @@ def measured_ceilings(chip: ChipProfile | None) -> dict[str, float]:
     """The chip's measured bf16 matmul rate and copy bandwidth, when hardware.yaml has them."""
     if chip is None:
         return {}
-    from npuport.mappings import load_yaml
 
     raw = (load_yaml("hardware.yaml").get("chips", {}).get(chip.name) or {}).get("measured") or {}
     return {k: float(v) for k, v in raw.items() if isinstance(v, (int, float))}
@@ -108,9 +109,6 @@ def _time(prep: cand.Prepared, clock: Clock, opts: BenchOptions, warmup: int | N
 
 def bench_case(case: BenchCase, device: str, clock: Clock, opts: BenchOptions, chip: ChipProfile | None,
                memory_cap: int, sync: Callable[[], None] | None = None, eager_only: bool = False) -> CaseResult:
-    from npuport.bench.device import kind_of
-    from npuport.bench.rebuild import set_bytes
-
     res = CaseResult(case)
     if chip is not None:
         res.roofline_s, res.bound = chip.roofline(case.flops, case.bytes, case.dtype, case.matrix)

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import torch
+
 from npuport.errors import MappingError
 from npuport.mappings import check_fields, load_yaml
 
@@ -158,8 +160,7 @@ def record_names(device_kind: str, fn: Callable[[], Any], iters: int = 2,
                  sync: Callable[[], None] | None = None) -> tuple[list[str], list[str]]:
     """(device kernel names by total device time, aten ops dispatched on the CPU side) of `fn()` run `iters`
     times under torch.profiler. On cpu there are no device kernels: the aten ops are the names."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415 - optional dependency, imported where it is used
 
     activities = [ProfilerActivity.CPU]
     if device_kind == "cuda":

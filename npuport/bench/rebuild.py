@@ -15,7 +15,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from npuport.bench.cases import BenchCase, TensorSpec
-from npuport.costs import call_cost, itemsize
+from npuport.cost.op_costs import call_cost, itemsize
 from npuport.trace.records import OpCall, TensorMeta, TensorRef
 
 
@@ -165,7 +165,7 @@ def build(case: BenchCase, device: str, sets: int = 1, seed: int = 0) -> Runnabl
 
 def meta_cost(case: BenchCase) -> tuple[float, int, bool, str]:
     """FLOPs, ideal bytes, matrix flag and costing dtype of one call, computed as the audit does
-    (npuport.costs.call_cost) from the outputs a meta-device run of the call produces."""
+    (npuport.cost.op_costs.call_cost) from the outputs a meta-device run of the call produces."""
     overload = resolve_overload(case.op)
     tensors = [torch.empty_strided(s.shape, s.stride or _contiguous(s.shape), dtype=getattr(torch, s.dtype), device="meta")
                for s in case.inputs]

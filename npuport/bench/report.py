@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from rich.markup import escape
+from rich.table import Table
+
 import npuport
 from npuport.bench import SCHEMA
 from npuport.bench.harness import CaseResult
@@ -80,9 +83,6 @@ def _others(r: CaseResult) -> str:
 
 
 def render_text(rep: BenchReport, console: Any) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     chip = rep.chip or "no chip profile"
     console.print("[bold]npuport bench[/bold] " + escape(f"{rep.model.get('name')} / {rep.scenario} on {rep.device} ({rep.device_name}; "
                   f"roofline {chip}; {rep.clock})"))

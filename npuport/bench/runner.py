@@ -8,18 +8,25 @@ from __future__ import annotations
 
 import json
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from npuport.bench import device as dev
+from npuport.audit.cost_stage import cost_stage
+from npuport.audit.trace_stage import trace_stage
 from npuport.bench.cases import BenchCase, Skipped, cases_from_report
+from npuport.bench.emit import emit_scripts
 from npuport.bench.endtoend import EndToEnd, time_step
+from npuport.bench.from_json import cases_from_json
 from npuport.bench.harness import BenchOptions, CaseResult, bench_case
-from npuport.bench.timer import Clock
+from npuport.cost.roofline import get_chip
+from npuport.devices import runtime as dev
+from npuport.devices.timer import Clock
 from npuport.errors import NpuportError
+from npuport.model.loading import load_target
+from npuport.model.scenarios import parse_scenarios
 
 Progress = Callable[[str], None]
 NOISY_SPREAD = 0.25
@@ -58,8 +65,6 @@ def _load_json(path: str) -> dict[str, Any]:
 
 
 def _loader_from_origin(data: dict[str, Any], dtype: str | None, attn: str) -> Callable[[], Any] | None:
-    from npuport.api import load_target
-
     origin = (data.get("model") or {}).get("origin") or ""
     if not origin or not Path(origin.split(":")[0]).is_file():
         return None
@@ -76,8 +81,6 @@ def run_bench(
     clock: Clock | None = None,
 ) -> BenchReport:
     """Benchmark the audit's hot ops (or the `top` costliest) of one scenario on `device`."""
-    from npuport.roofline import get_chip
-
     opts = options or BenchOptions()
     say = progress or (lambda _m: None)
     if sum(x is not None for x in (model, hf_config, audit_json)) != 1:
@@ -96,21 +99,16 @@ def run_bench(
     if clock.kind == "host-monotonic":
         notes.append("cpu: no device events; each repetition is timed with a monotonic clock (cpu kernels run synchronously)")
     if opts.compile is None:
-        from dataclasses import replace
-
         opts = replace(opts, compile=dev.kind_of(where) != "cpu")
         if not opts.compile:
             notes.append("torch.compile candidate off on cpu by default (inductor builds C++ per op); ask with --candidates eager,compile,alt")
 
     all_cases: list[BenchCase] | None = None
     if audit_json:
-        from npuport.bench.from_json import cases_from_json
-
         data = _load_json(audit_json)
         sc_name, cases, skipped = cases_from_json(data, scenario.split(":")[0] if scenario else None, top, shapes)
         model_info = dict(data.get("model") or {}, audit_chip=data.get("chip"), source=str(audit_json))
         loader = _loader_from_origin(data, dtype or (data.get("model") or {}).get("dtype"), attn)
-        from npuport.scenarios import parse_scenarios
 
         sc_obj = next((parse_scenarios([f"{s['kind']}:batch={s['batch']},seq={s['seq']}" + (f",past={s['past']}" if s.get("past") else "")])[0]
                        for s in data["scenarios"] if s["name"] == sc_name), None)
@@ -119,8 +117,6 @@ def run_bench(
             total_calls = sum(o["scenarios"][sc_name]["calls"] for o in data["ops"] if o.get("kind") == "compute" and sc_name in o["scenarios"])
             total_est = next(s["estimated_time_s"] for s in data["scenarios"] if s["name"] == sc_name)
     else:
-        from npuport.api import load_target
-
         say("auditing the model on fake tensors")
         report = audit_for_bench(model, hf_config, entry, scenario or "prefill", chip_name or "H200", dtype, attn, say)
         sc_obj = report.scenarios[0]
@@ -157,8 +153,6 @@ def run_bench(
     rep.clock_state["under_load"] = sampler.summary()
     _collect_warnings(rep)
     if emit:
-        from npuport.bench.emit import emit_scripts
-
         context = f"Model {model_info.get('name')} ({model_info.get('origin')}), scenario {sc_name}."
         rows = [(r.case, f"median {r.median_s * 1e3:.4f} ms on {rep.device_name}" if r.median_s else "") for r in rep.results if r.error is None]
         rep.emitted = [str(p) for p in emit_scripts(rows, emit, context)]
@@ -178,30 +172,15 @@ class BenchAudit:
 
 def audit_for_bench(model: str | None, hf_config: str | None, entry: str | None, scenario: str, chip: str,
                     dtype: str | None, attn: str, say: Progress) -> BenchAudit:
-    """Trace one scenario on fake tensors and cost it on `chip`: the audit's first two stages, the same
-    functions `run_audit` calls, without the later stages (a benchmark needs only the recorded calls)."""
-    from npuport.api import load_target
-    from npuport.audit import native_composites_for, trace_scenario
-    from npuport.inventory import build_inventory
-    from npuport.roofline import get_chip, load_chips
-    from npuport.scenarios import fit_to_context, parse_scenarios
-
+    """Trace one scenario on fake tensors and cost it on `chip`: the audit's own first two stages, without the
+    later ones (a benchmark needs only the recorded calls)."""
     parsed = parse_scenarios([scenario])
     if len(parsed) != 1:
         raise NpuportError("bench takes one scenario", "--scenario prefill (or train / decode, with :batch=N,seq=N,past=N)", scenario)
     target = load_target(model, hf_config, entry, dtype, attn)
-    sc, note = fit_to_context(parsed[0], target.max_positions)
-    notes = [note] if note else []
-    say(f"tracing {sc.describe()}")
-    trace, sc = trace_scenario(target, sc)
-    if trace is None:
-        raise NpuportError(f"the model does not run the {sc.name} scenario", "example_inputs(scenario) to return inputs", "None")
-    profile = get_chip(chip)
-    composites, cnote = native_composites_for(profile.family, None)
-    if cnote:
-        notes.append(cnote)
-    inventory = build_inventory({sc.name: trace}, profile, composites, load_chips())
-    return BenchAudit(target, [sc], {sc.name: trace}, inventory, notes)
+    traced = trace_stage(target, parsed, say)
+    cost = cost_stage(traced.traces, get_chip(chip), None)
+    return BenchAudit(target, traced.scenarios, traced.traces, cost.inventory, traced.notes + cost.notes)
 
 
 def _safe_case(case: BenchCase, where: str, clock: Clock, opts: BenchOptions, profile: Any, memory_cap: int,
@@ -238,8 +217,6 @@ def _end_to_end(rep: BenchReport, all_cases: list[BenchCase], step: tuple[Any, A
                 clock: Clock, opts: BenchOptions, profile: Any, memory_cap: int, sync: Callable[[], None] | None,
                 e2e_ops: str, total_calls: int, total_est: float, say: Progress) -> EndToEnd:
     """The op sum over every compute call of the step (other ops timed eager-only), next to the step time."""
-    from dataclasses import replace
-
     done = {(r.case.op, r.case.signature, tuple(s.dtype for s in r.case.inputs)): r for r in rep.results if r.median_s}
     quick = replace(opts, reps=min(opts.reps, 20), budget_s=min(opts.budget_s, 0.1), warmup=min(opts.warmup, 3))
     ops_sum, est_rest, measured_calls = 0.0, 0.0, 0
@@ -295,7 +272,7 @@ def environment() -> dict[str, str]:
     if torch.version.cuda:
         env["cuda"] = str(torch.version.cuda)
     try:
-        import triton
+        import triton  # noqa: PLC0415 - optional dependency, imported where it is used
 
         env["triton"] = triton.__version__
     except ImportError:

@@ -18,9 +18,9 @@ from typing import Any, Callable
 
 import torch
 
-from npuport.bench import device as dev
 from npuport.bench.cases import BenchCase, TensorSpec
 from npuport.bench.harness import BenchOptions, bench_case
+from npuport.devices import runtime as dev
 from npuport.trace.records import TensorRef
 
 
@@ -65,7 +65,7 @@ def _do_bench(fn: Callable[[], Any], where: str) -> float | None:
     if dev.kind_of(where) != "cuda":
         return None
     try:
-        from triton.testing import do_bench
+        from triton.testing import do_bench  # noqa: PLC0415 - optional dependency, imported where it is used
     except ImportError:
         return None
     return float(do_bench(fn, warmup=50, rep=300, return_mode="median")) / 1e3

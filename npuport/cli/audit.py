@@ -10,8 +10,15 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from npuport.api import audit_model, static_scan
 from npuport.cli.common import handle_errors, progress_printer, write_output
 from npuport.errors import NpuportError
+from npuport.render.audit_csv import render_csv
+from npuport.render.audit_html import render_html
+from npuport.render.audit_markdown import render_markdown
+from npuport.render.audit_sections import render_scan
+from npuport.render.audit_text import render_text
+from npuport.rules import fail_on
 
 FORMATS = ("text", "json", "markdown", "csv", "html")
 _EXT = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html", ".txt": "text"}
@@ -51,8 +58,6 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
 
     MODEL is a model.py defining build_model() and example_inputs(scenario) (see docs/model-files.md).
     """
-    from npuport.api import audit_model
-
     if (model is None) == (hf_config is None):
         raise NpuportError("give exactly one model", "MODEL (a model.py) or --hf CONFIG.json", f"MODEL={model!r}, --hf={hf_config!r}")
     fmt = fmt or (_EXT.get(Path(output).suffix.lower(), "text") if output else "text")
@@ -78,15 +83,12 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
         sys.stdout.write(text)
     for name, reason in report.failed:
         click.echo(f"npuport: scenario {name} could not be traced: {reason}", err=True)
-    items = list(report.extras.get("finding_objects", [])) + list(getattr(report.extras.get("scan_object"), "diagnostics", []))
-    _exit_on(items, fail_on_level)
+    _exit_on(report.findings.items(), fail_on_level)
     if report.failed:
         raise click.exceptions.Exit(1)
 
 
 def _exit_on(items: list, level: str | None) -> None:
-    from npuport.rules import fail_on
-
     if fail_on(items, level):
         click.echo(f"npuport: findings at level {level} or above remain (--fail-on {level})", err=True)
         raise click.exceptions.Exit(1)
@@ -94,21 +96,17 @@ def _exit_on(items: list, level: str | None) -> None:
 
 def _static(model: str | None, hf_config: str | None, fmt: str, output: str | None, force: bool,
             suppressions: tuple[str, ...], level: str | None, inputs: list[Path], quiet: bool) -> None:
-    from npuport.api import static_scan
-
     if model is None:
         raise NpuportError("--static-only scans source files", "a model.py (not --hf)", f"--hf {hf_config}")
     rep = static_scan(model, suppressions)
     if fmt == "json":
         text = json.dumps(rep.to_json(), indent=1) + "\n"
     elif fmt == "text":
-        from npuport.report.audit_sections import render_scan
-
         console = Console(record=True, width=200, file=open("/dev/null", "w"))
         render_scan({"source_scan": rep.to_json()}, console)
         text = console.export_text()
     else:
-        raise NpuportError(f"--static-only writes text or json", "--format text or json", fmt)
+        raise NpuportError("--static-only writes text or json", "--format text or json", fmt)
     if output:
         write_output(output, text, force, protected=inputs)
     else:
@@ -120,18 +118,11 @@ def _render(data: dict, fmt: str, top: int, show_views: bool) -> str:
     if fmt == "json":
         return json.dumps(data, indent=1, sort_keys=False) + "\n"
     if fmt == "markdown":
-        from npuport.report.audit_markdown import render_markdown
-
         return render_markdown(data)
     if fmt == "csv":
-        from npuport.report.audit_csv import render_csv
-
         return render_csv(data)
     if fmt == "html":
-        from npuport.report.audit_html import render_html
-
         return render_html(data)
-    from npuport.report.audit_text import render_text
 
     console = Console(record=True, width=200 if not sys.stdout.isatty() else None, file=open("/dev/null", "w"))
     render_text(data, console, top=top, show_views=show_views)

@@ -7,7 +7,11 @@ import sys
 from pathlib import Path
 
 import click
+from rich.console import Console
 
+from npuport.bench.harness import BenchOptions
+from npuport.bench.report import bench_to_json, render_text
+from npuport.bench.runner import run_bench
 from npuport.cli.common import handle_errors, progress_printer, write_output
 from npuport.errors import NpuportError
 
@@ -67,9 +71,6 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, entr
     MODEL is a model.py (docs/model-files.md); or --hf CONFIG.json; or --from an audit JSON. Clocks and power
     settings are only read, never changed.
     """
-    from npuport.bench.harness import BenchOptions
-    from npuport.bench.runner import run_bench
-
     if reps < 1 or warmup < 0 or shapes < 1:
         raise NpuportError("bad repetition options", "--reps >= 1, --warmup >= 0, --shapes >= 1", f"--reps {reps} --warmup {warmup} --shapes {shapes}")
     for path in (output, json_out):
@@ -83,7 +84,6 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, entr
     rep = run_bench(model=model, hf_config=hf_config, entry=entry, audit_json=audit_json, scenario=scenario, top=top,
                     shapes=shapes, device=device, chip=chip, dtype=dtype, attn=attn, options=opts, e2e=e2e, e2e_ops=e2e_ops,
                     emit=emit, pin_cpu=pin_cpu, progress=progress_printer(not quiet))
-    from npuport.bench.report import bench_to_json, render_text
 
     data = bench_to_json(rep)
     text_json = json.dumps(data, indent=1, default=str) + "\n"
@@ -92,8 +92,6 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, entr
     if fmt == "json":
         text = text_json
     else:
-        from rich.console import Console
-
         console = Console(record=True, width=220 if not sys.stdout.isatty() else None, file=open("/dev/null", "w"))
         render_text(rep, console)
         text = console.export_text(styles=sys.stdout.isatty())

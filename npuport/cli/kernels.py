@@ -13,6 +13,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from npuport.ascendc_kernels.build import build_steps, find_toolchain, run_build
+from npuport.ascendc_kernels.checks import run_checks
+from npuport.ascendc_kernels.estimates import llama7b_estimates
+from npuport.ascendc_kernels.host.loader import BUILD_DIR_ENV, default_build_dir
+from npuport.ascendc_kernels.registry import KERNELS
+from npuport.cost.roofline import get_chip
 from npuport.errors import NpuportError
 
 
@@ -30,8 +36,6 @@ def kernels() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the registry as JSON.")
 def list_cmd(as_json: bool) -> None:
     """The kernels, the fusion patterns they replace, their constraints and what was verified where."""
-    from npuport.ascendc_kernels.registry import KERNELS
-
     if as_json:
         rows = [{"name": s.name, "op": s.op, "replaces": list(s.replaces), "constraints": s.constraints.as_dict(),
                  "verified": dict(s.verified), "source": str(s.source)} for s in KERNELS.values()]
@@ -55,9 +59,6 @@ def list_cmd(as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the commands without running them (compiles nothing).")
 def build_cmd(names: tuple[str, ...], out: Path | None, dry_run: bool) -> None:
     """Compile the kernels with the CANN toolchain (bisheng) and build the torch_npu extension."""
-    from npuport.ascendc_kernels.build import build_steps, find_toolchain, run_build
-    from npuport.ascendc_kernels.host.loader import BUILD_DIR_ENV, default_build_dir
-
     out = out or default_build_dir()
     tc = find_toolchain()
     try:
@@ -80,9 +81,6 @@ def build_cmd(names: tuple[str, ...], out: Path | None, dry_run: bool) -> None:
 @click.option("--kernel", "names", multiple=True, help="Kernel to check (repeatable; default all).")
 def test_cmd(names: tuple[str, ...]) -> None:
     """Schedule reference vs float64 golden on awkward shapes, on CPU (not the compiled kernel)."""
-    from npuport.ascendc_kernels.checks import run_checks
-    from npuport.ascendc_kernels.registry import KERNELS
-
     unknown = set(names) - set(KERNELS)
     if unknown:
         _fail(NpuportError("unknown kernel", "one of " + ", ".join(KERNELS), ", ".join(sorted(unknown))))
@@ -100,9 +98,6 @@ def test_cmd(names: tuple[str, ...]) -> None:
 @click.option("--chip", default="Ascend910B", show_default=True, help="Chip profile (mappings/hardware.yaml).")
 def perf_cmd(chip: str) -> None:
     """Estimated time of each kernel at Llama-2-7B shapes (a model, not a measurement)."""
-    from npuport.ascendc_kernels.estimates import llama7b_estimates
-    from npuport.roofline import get_chip
-
     try:
         profile = get_chip(chip)
     except NpuportError as exc:

@@ -3,6 +3,8 @@ library function, and renders."""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 import npuport
@@ -30,8 +32,6 @@ cli.add_command(audit)
 
 def _optional(module: str, name: str) -> None:
     """Commands whose modules are optional at import (so --help works even if one of them is broken)."""
-    import importlib
-
     try:
         cmd = getattr(importlib.import_module(module), name)
     except ModuleNotFoundError as exc:

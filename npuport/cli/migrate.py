@@ -7,7 +7,7 @@ import click
 
 from npuport.cli.common import handle_errors
 from npuport.errors import NpuportError
-from npuport.migrate import migrate_program, write_migration
+from npuport.scan.migrate import migrate_program, write_migration
 
 
 @click.command()

@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
 from npuport.cli.common import handle_errors, progress_printer, write_output
+from npuport.devices.device import NumericsPolicy
 from npuport.errors import NpuportError
+from npuport.model.scenarios import parse_scenario
+from npuport.parity.capture import CaptureOptions
+from npuport.parity.report import render_text, to_json
+from npuport.parity.run import is_artifact_path, record, run_parity
+from npuport.parity.session import RunOptions, Target
+from npuport.parity.tolerances import load_tolerances
+from npuport.render.parity_doc import render_html, render_markdown
 
 FORMATS = ("text", "json", "markdown", "html")
 _EXT = {".json": "json", ".md": "markdown", ".html": "html", ".htm": "html", ".txt": "text"}
@@ -95,8 +104,6 @@ def parity() -> None:
 
 
 def _target(model: str | None, hf_config: str | None, entry: str | None, dtype: str | None, attn: str, required: bool) -> Any:
-    from npuport.parity.session import Target
-
     if model and hf_config:
         raise NpuportError("give one model", "MODEL (a model.py) or --hf CONFIG.json, not both", f"MODEL={model!r}, --hf={hf_config!r}")
     if not model and not hf_config:
@@ -107,11 +114,6 @@ def _target(model: str | None, hf_config: str | None, entry: str | None, dtype: 
 
 
 def _options(kw: dict[str, Any]) -> Any:
-    from npuport.devices import NumericsPolicy
-    from npuport.parity.capture import CaptureOptions
-    from npuport.parity.session import RunOptions
-    from npuport.scenarios import parse_scenario
-
     parse_scenario(kw["scenario"])  # a bad scenario is a usage error before anything loads
     stats = kw["stats_only"]
     seq = kw["op_sequence"] if kw["op_sequence"] is not None else not stats
@@ -123,9 +125,6 @@ def _options(kw: dict[str, Any]) -> Any:
 
 
 def _compare(ref: str, dev: str, kw: dict[str, Any], model_required: bool) -> None:
-    from npuport.parity.run import run_parity
-    from npuport.parity.tolerances import load_tolerances
-
     fmt = kw["fmt"] or (_EXT.get(Path(kw["output"]).suffix.lower(), "text") if kw["output"] else "text")
     if kw["output"] and Path(kw["output"]).exists() and not kw["force"]:
         raise NpuportError(f"{kw['output']} already exists", "a new output path, or --force to replace it", kw["output"])
@@ -134,18 +133,13 @@ def _compare(ref: str, dev: str, kw: dict[str, Any], model_required: bool) -> No
     result = run_parity(ref, dev, target, _options(kw), golden=kw["golden"], tolerances=tols,
                         localize=not kw["no_localize"], allow_unmatched=kw["allow_unmatched"],
                         progress=progress_printer(not kw["quiet"]))
-    from npuport.parity.report import render_text, to_json
 
     data = to_json(result)
     if fmt == "json":
         text = json.dumps(data, indent=1, allow_nan=False) + "\n"
     elif fmt == "markdown":
-        from npuport.parity.report_doc import render_markdown
-
         text = render_markdown(data)
     elif fmt == "html":
-        from npuport.parity.report_doc import render_html
-
         text = render_html(data)
     else:
         text = render_text(data, top=kw["top"])
@@ -181,8 +175,6 @@ def run_cmd(ref: str, dev: str, **kw: Any) -> None:
 @handle_errors
 def compare_cmd(ref: str, dev: str, **kw: Any) -> None:
     """Compare a record against MODEL run on --dev (the model is rebuilt with the record's weights and inputs)."""
-    from npuport.parity.run import is_artifact_path
-
     if not is_artifact_path(ref):
         raise NpuportError(f"--ref {ref!r} is not a record directory", "a directory written by `npuport parity record`", ref)
     _compare(ref, dev, kw, model_required=False)
@@ -197,10 +189,6 @@ def compare_cmd(ref: str, dev: str, **kw: Any) -> None:
 @handle_errors
 def record_cmd(dev: str, output: str, force: bool, store_weights: bool | None, **kw: Any) -> None:
     """Record MODEL's captured step on --dev into REF_DIR (manifest.json + safetensors, written atomically)."""
-    from dataclasses import replace
-
-    from npuport.parity.run import record
-
     target = _target(kw["model"], kw["hf_config"], kw["entry"], kw["dtype"], kw["attn"], True)
     opts = replace(_options(kw), store_weights=store_weights)
     path = record(target, dev, opts, output, force=force, progress=progress_printer(not kw["quiet"]))

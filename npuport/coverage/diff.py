@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npuport.coverage.resolve import RUNS_ON_NPU, Resolution, resolve_all
+from npuport.coverage.resolve import RUNS_ON_NPU, Resolution, resolve, resolve_all
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,4 @@ def diff_versions(old: str, new: str) -> CoverageDiff:
 
 
 def _absent(op: str, version: str) -> Resolution:
-    from npuport.coverage.resolve import resolve
-
     return resolve(op, version)

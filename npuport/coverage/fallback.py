@@ -6,6 +6,7 @@ kernel and copies the results back; the estimate here is the time those bytes ta
 
 from __future__ import annotations
 
+from npuport.coverage.database import available_versions, load
 from npuport.errors import NpuportError
 from npuport.mappings import check_fields, load_yaml
 
@@ -49,8 +50,6 @@ def fallback_cost_s(bytes_moved: int, link_bytes_per_s: float | None = None) -> 
 
 def first_release_with_switch() -> str | None:
     """The oldest checked-in torch_npu release whose library reads FALLBACK_ERROR_ENV."""
-    from npuport.coverage.database import available_versions, load
-
     for version in available_versions():
         if load(version).fallback_error_env == FALLBACK_ERROR_ENV:
             return version

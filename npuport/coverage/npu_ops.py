@@ -83,7 +83,7 @@ def _real_torch_npu() -> types.ModuleType | None:
     if importlib.util.find_spec("torch_npu") is None:
         return None
     try:
-        import torch_npu  # type: ignore[import-not-found]  # noqa: F401
+        import torch_npu  # type: ignore[import-not-found]  # noqa: F401, PLC0415
     except Exception:  # installed but unusable here (no CANN): fall back to the stand-in
         sys.modules.pop("torch_npu", None)
         return None

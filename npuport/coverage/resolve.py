@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-from npuport.coverage.database import CoverageDB, load
+from npuport.coverage.database import CoverageDB, available_versions, load
 from npuport.coverage.fallback import FALLBACK_ERROR_ENV, first_release_with_switch
 from npuport.coverage.names import namespace, normalize_op
 
@@ -167,8 +167,6 @@ def resolve_all(version: str | None = None) -> dict[str, Resolution]:
 
 def earliest_without_fallback(ops: Iterable[str]) -> str | None:
     """The oldest checked-in release on which none of `ops` is cpu-fallback or unsupported (None if there is none)."""
-    from npuport.coverage.database import available_versions
-
     wanted = list(dict.fromkeys(ops))
     for version in available_versions():
         if all(resolve(op, version).status not in ("cpu-fallback", "unsupported") for op in wanted):

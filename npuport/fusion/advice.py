@@ -6,15 +6,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from npuport.costs import call_cost, itemsize
+from npuport.cost.inventory import module_pattern
+from npuport.cost.op_costs import call_cost, itemsize
+from npuport.cost.roofline import ChipProfile
 from npuport.fusion import checks as _checks  # noqa: F401 - registers the pattern predicates
 from npuport.fusion.constraints import Facts, violations
 from npuport.fusion.graph import Dataflow
 from npuport.fusion.match import Match, find_matches
 from npuport.fusion.patterns import FusionData, load_fusions
-from npuport.inventory import module_pattern
-from npuport.roofline import ChipProfile
-from npuport.trace.records import ApiFrame, OpCall, TensorMeta, TensorRef, Trace
+from npuport.trace.records import ApiFrame, TensorMeta, TensorRef, Trace
 
 
 @dataclass

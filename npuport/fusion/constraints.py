@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from npuport import coverage
+from npuport.ascendc_kernels import registry
 from npuport.fusion.patterns import Replacement
 
 
@@ -26,20 +28,12 @@ class Facts:
 
 def _custom_op_exists(op: str, version: str | None) -> bool | None:
     try:
-        from npuport import coverage
-    except ImportError:
-        return None
-    try:
         return coverage.custom_op_schema(op, version) is not None
     except Exception:  # noqa: BLE001 - missing coverage data must not break the advice
         return None
 
 
 def _kernel_violations(kernel: str, f: Facts) -> list[str] | None:
-    try:
-        from npuport.ascendc_kernels import registry
-    except ImportError:
-        return None
     if kernel not in registry.KERNELS:
         return [f"npuport kernel {kernel!r} is not in the registry"]
     mask = {"float": "additive"}.get(f.mask or "", f.mask)

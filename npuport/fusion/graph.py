@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
-from npuport.costs import base_name, op_classes
+from npuport.cost.op_costs import base_name, op_classes
 from npuport.trace.records import OpCall, TensorMeta
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
 from npuport.errors import NpuportError
 from npuport.parity.capture import Capture, Entry
@@ -80,8 +82,6 @@ def save_artifact(out_dir: str | Path, manifest: dict[str, Any], cap: Capture, i
 
 
 def _save(folder: Path, name: str, tensors: dict[str, torch.Tensor], files: dict[str, dict[str, Any]]) -> None:
-    from safetensors.torch import save_file
-
     if not tensors:
         return
     path = folder / name
@@ -176,8 +176,6 @@ def load_artifact(path: str | Path, verify: bool = True) -> Artifact:
 def _load(folder: Path, name: str, manifest: dict[str, Any]) -> dict[str, torch.Tensor]:
     if name not in manifest.get("files", {}):
         return {}
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
 
     try:
         return load_file(str(folder / name))

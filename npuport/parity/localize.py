@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,7 +199,6 @@ def _run_on_dev(dev: LiveSide, path: str, inputs: Any) -> tuple[Any, list[tuple[
         ops.append((func, stack.current() or "", map_tensors(args, cpu), map_tensors(kwargs, cpu), map_tensors(out, cpu)))
 
     moved = map_tensors(inputs, lambda t: t.to(dev.device.torch_device))
-    import contextlib
 
     with torch.no_grad(), stack.attached(), contextlib.ExitStack() as es:
         for mode in modes_for(dev.device)(stack):

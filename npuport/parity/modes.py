@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_map
 
-from npuport.devices import FaultSpec
+from npuport.devices.device import FaultSpec
 from npuport.trace.naming import is_view, op_name, written_arguments
 
 _LOW = (torch.float32, torch.float16, torch.bfloat16)

@@ -9,6 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rich.console import Console
+from rich.markup import escape as esc
+from rich.table import Table
+
 from npuport.parity.compare import EntryResult
 from npuport.parity.run import ParityResult
 
@@ -50,10 +54,6 @@ def to_json(res: ParityResult) -> dict[str, Any]:
 
 
 def render_text(data: dict[str, Any], top: int = 25, width: int | None = None) -> str:
-    from rich.console import Console
-    from rich.markup import escape as esc
-    from rich.table import Table
-
     console = Console(record=True, width=width or 160, file=open("/dev/null", "w"))
     for s in data["sides"]:
         console.print(f"[bold]{s['role']}[/]: " + esc(f"{s['label']} ({s['source']}{', ' + s['path'] if s.get('path') else ''})"))

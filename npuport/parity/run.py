@@ -16,14 +16,23 @@ from typing import Any, Callable
 import torch
 
 import npuport
-from npuport.devices import Device, NumericsPolicy, parse_device, preserved_numerics
+from npuport.devices.device import Device, NumericsPolicy, parse_device, preserved_numerics
 from npuport.errors import NpuportError
 from npuport.parity.artifact import Artifact, check_writable, load_artifact, save_artifact
 from npuport.parity.capture import Capture, CaptureOptions
 from npuport.parity.compare import Comparison, compare
 from npuport.parity.localize import FirstDivergence, first_divergence, replay
-from npuport.parity.session import (GENERATOR, LiveSide, Prepared, RunOptions, Target, input_record,
-                                    inputs_from_artifact, prepare, run_side)
+from npuport.parity.session import (
+    GENERATOR,
+    LiveSide,
+    Prepared,
+    RunOptions,
+    Target,
+    input_record,
+    inputs_from_artifact,
+    prepare,
+    run_side,
+)
 from npuport.parity.stats import CHECKSUM, SAMPLE
 from npuport.parity.tolerances import Tolerances, load_tolerances
 

@@ -16,13 +16,13 @@ from typing import Any, Callable
 
 import torch
 
-from npuport.devices import Device, NumericsPolicy
+from npuport.devices.device import Device, NumericsPolicy
 from npuport.errors import NpuportError
-from npuport.loading import LoadedModel, parse_dtype
+from npuport.model.loading import LoadedModel, describe_exception, load_target, parse_dtype
+from npuport.model.scenarios import Scenario, parse_scenario
 from npuport.parity.capture import Capture, CaptureOptions, ModuleStack, run_capture
 from npuport.parity.modes import FaultMode, Float64Mode
 from npuport.parity.tree import from_spec, map_tensors, opaque_types, to_spec
-from npuport.scenarios import Scenario, parse_scenario
 
 GENERATOR = "npuport.seeded-cpu-build/1"  # torch.manual_seed(seed); build the model on the CPU; eval()
 
@@ -91,8 +91,6 @@ def fingerprint(tensors: dict[str, torch.Tensor] | list[torch.Tensor]) -> str:
 def prepare(target: Target, opts: RunOptions, weights: dict[str, torch.Tensor] | None = None,
             recorded: dict[str, Any] | None = None, stored_inputs: Any = None) -> Prepared:
     """Build on the CPU under the seed; with a recorded manifest, prove it is the same model and weights."""
-    from npuport.api import load_target
-
     torch.manual_seed(opts.seed)
     lm = load_target(model=target.model, hf_config=target.hf_config, entry=target.entry, dtype=target.dtype,
                      attn=target.attn, fake=False)
@@ -201,8 +199,6 @@ def run_side(prep: Prepared, device: Device, opts: RunOptions, module: torch.nn.
         except NpuportError:
             raise
         except Exception as exc:
-            from npuport.loading import describe_exception
-
             raise NpuportError(f"the model failed on {device.label}", "a forward that runs on this device",
                                describe_exception(exc)) from None
     return LiveSide(device, module, cap, settings)

@@ -16,14 +16,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-SAMPLE = 64
+from npuport.parity import stats_triton
+from npuport.parity.stats_layout import FIELDS as _FIELDS
+from npuport.parity.stats_layout import SAMPLE
+from npuport.parity.stats_triton import packed_rows
+
 CHECKSUM = "npuport.wordsum64/1"
 _WORD = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-_FIELDS = 4  # min, max, sum, norm
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,6 @@ def fused_available() -> bool:
     global _FUSED
     if _FUSED is None:
         try:
-            from npuport.parity import stats_triton
             _FUSED = stats_triton.triton is not None and torch.cuda.is_available()
         except Exception:
             _FUSED = False
@@ -219,7 +220,6 @@ class StatsBatcher:
             else:
                 rest.append(item)
         if blobs:
-            from npuport.parity.stats_triton import packed_rows
             self._parts.append((blobs, numels, packed_rows(ptrs, numels, members[0][1].dtype, device)))
             self.kernels.add("triton")
         if rest:

@@ -26,7 +26,8 @@ except Exception:  # pragma: no cover - exercised where triton is absent
     triton = None  # type: ignore[assignment]
     tl = None  # type: ignore[assignment]
 
-from npuport.parity.stats import SAMPLE, _FIELDS
+from npuport.parity.stats_layout import FIELDS as _FIELDS
+from npuport.parity.stats_layout import SAMPLE
 
 CHUNK = 1 << 16  # elements one program reduces: ~20k programs for 2.7 GB of bf16, enough to fill 132 SMs
 BLOCK = 2048  # elements per loop step of a program (8 warps: 8 bf16 a thread, one 16-byte load)

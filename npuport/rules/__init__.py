@@ -3,7 +3,7 @@
     load_rules() -> list[Rule]
     evaluate(traces, chip=..., torch_npu=..., time_share=..., reproducibility=...) -> list[Finding]
     suppress(items, patterns) / fail_on(items, level)
-    npuport.rules.source_scan.scan(model_file) -> ScanReport
+    npuport.scan.source_scan.scan(model_file) -> ScanReport
 """
 
 from npuport.rules.catalog import Rule, load_rules

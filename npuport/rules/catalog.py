@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from npuport.cost.roofline import load_chips
 from npuport.errors import MappingError
 from npuport.mappings import check_fields, load_yaml
 from npuport.rules import predicates
@@ -235,8 +236,6 @@ def rules_from_data(data: Any, chips: set[str]) -> list[Rule]:
 
 @functools.lru_cache(maxsize=1)
 def _cached() -> tuple[Rule, ...]:
-    from npuport.roofline import load_chips
-
     return tuple(rules_from_data(load_yaml(FILE), set(load_chips())))
 
 

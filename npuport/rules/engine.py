@@ -11,6 +11,8 @@ import fnmatch
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from npuport.cost.op_costs import call_cost
+from npuport.cost.roofline import get_chip
 from npuport.errors import NpuportError
 from npuport.rules import predicates
 from npuport.rules.catalog import LEVELS, Condition, Rule, load_rules
@@ -180,9 +182,6 @@ class _Shares:
             if self.callback is not None:
                 table = {c.index: float(self.callback(c)) for c in trace.calls if c.kind == "compute"}
             else:
-                from npuport.costs import call_cost
-                from npuport.roofline import get_chip
-
                 chip = get_chip(self.chip)
                 secs = {}
                 for c in trace.calls:
@@ -204,8 +203,6 @@ class _Shares:
 
 # ---------------------------------------------------------------- evaluation
 def _npu_chip(chip: str) -> str:
-    from npuport.roofline import get_chip
-
     profile = get_chip(chip)
     if profile.family != "npu":
         raise NpuportError("behaviour rules describe Ascend NPU chips", "--chip Ascend910B, Ascend910A or Ascend310P", chip)

@@ -12,6 +12,7 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from npuport import coverage
 from npuport.rules.sites import Context, Site, base_name
 from npuport.trace.records import TensorMeta, Trace
 
@@ -215,10 +216,6 @@ def shape_varies_across_scenarios(traces: Mapping[str, Trace], ctx: Context) -> 
 
 # ---------------------------------------------------------------- fallbacks
 def _coverage() -> tuple[Callable[..., Any], Callable[[], str]] | None:
-    try:
-        from npuport import coverage
-    except ImportError:
-        return None
     resolve = getattr(coverage, "resolve", None)
     default_version = getattr(coverage, "default_version", None)
     if resolve is None or default_version is None:

@@ -1,6 +1,6 @@
 """Render docs/rules.md from the shipped rules: `python -m npuport.rules.rules_doc > docs/rules.md`.
 
-The page is generated so it never drifts from mappings/behaviours.yaml; tests/rules/test_rules_doc.py checks it.
+The page is generated so it never drifts from npuport/mappings/behaviours.yaml; tests/rules/test_rules_doc.py checks it.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ _INTRO = """# Behaviour rules and source diagnostics
 npuport points at code that runs on Ascend NPU but computes something else, crawls or crashes compared with
 CUDA. Two families of stable ids:
 
-- **NPB** behaviour rules (`mappings/behaviours.yaml`), evaluated over the ops a model really runs (the audit's
+- **NPB** behaviour rules (`npuport/mappings/behaviours.yaml`), evaluated over the ops a model really runs (the audit's
   fake-tensor traces), never over text. Each finding carries evidence: op, module path, source line, call
   count and time share per scenario.
 - **NPS** source diagnostics (`mappings/source_apis.yaml`), from an AST scan of `model.py` and the local modules
   it imports (`npuport audit --static-only` runs only this). One page per id in [diagnostics/](diagnostics/).
 
 Python: `npuport.rules.evaluate(traces, chip=, torch_npu=, time_share=, reproducibility=)`,
-`npuport.rules.source_scan.scan(path)`, `npuport.rules.suppress(items, patterns)`,
+`npuport.scan.source_scan.scan(path)`, `npuport.rules.suppress(items, patterns)`,
 `npuport.rules.fail_on(items, level)`; `npuport migrate model.py [--write]` applies the mechanical part.
 
 ## CI use
@@ -41,7 +41,7 @@ raises or lowers its level per chip. Rules marked *repro* fire only in a reprodu
 (`reproducibility=True`). Rules that need the coverage data (NPB040, NPB041) stay silent when
 `npuport.coverage` is not available.
 
-## Schema (mappings/behaviours.yaml)
+## Schema (npuport/mappings/behaviours.yaml)
 
 | field | meaning |
 |---|---|

@@ -32,8 +32,6 @@ def tolerant_swap():  # noqa: ANN202 - a context manager
     """`model.to(dtype)` in build_model under fake tensors: torch swaps each fake parameter in place
     (torch.utils.swap_tensors), which refuses a tied weight (two modules hold it). The parameter then takes the
     converted data instead, so it keeps its identity and stays tied, as `.to()` leaves it on real tensors."""
-    import torch.utils
-
     original = torch.utils.swap_tensors
 
     def swap(t1: torch.Tensor, t2: torch.Tensor) -> None:

@@ -10,11 +10,20 @@ import pytest
 import torch
 
 from npuport.ascendc_kernels.flash_attention.tiling import (
-    MASK_ADDITIVE, MASK_CAUSAL, MASK_NONE, UB_RESERVE_BYTES, _ub_plan, causal_offset, causal_table, iter_units,
-    kv_steps, l1_bytes, plan_flash_attention,
+    MASK_ADDITIVE,
+    MASK_CAUSAL,
+    MASK_NONE,
+    UB_RESERVE_BYTES,
+    _ub_plan,
+    causal_offset,
+    causal_table,
+    iter_units,
+    kv_steps,
+    l1_bytes,
+    plan_flash_attention,
 )
+from npuport.cost.roofline import get_chip
 from npuport.errors import NpuportError
-from npuport.roofline import get_chip
 
 CHIP = get_chip("Ascend910B")
 SHAPES = [(1, 1, 1, 1, 1), (2, 4, 2, 77, 77), (1, 8, 1, 130, 45), (3, 6, 3, 40, 100), (1, 2, 2, 513, 513),

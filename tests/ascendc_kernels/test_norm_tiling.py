@@ -9,10 +9,15 @@ import itertools
 import pytest
 
 from npuport.ascendc_kernels.norm_tiling import (
-    MAX_REPEAT, UB_RESERVE_BYTES, iter_row_groups, iter_tiles, plan_norm, ub_plan_of,
+    MAX_REPEAT,
+    UB_RESERVE_BYTES,
+    iter_row_groups,
+    iter_tiles,
+    plan_norm,
+    ub_plan_of,
 )
+from npuport.cost.roofline import get_chip
 from npuport.errors import NpuportError
-from npuport.roofline import get_chip
 
 CHIP = get_chip("Ascend910B")
 ROWS = (1, 2, 3, 47, 48, 49, 97, 1000)

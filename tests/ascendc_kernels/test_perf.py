@@ -9,7 +9,7 @@ import pytest
 from npuport.ascendc_kernels.estimates import llama7b_estimates
 from npuport.ascendc_kernels.flash_attention.perf import flash_attention_perf
 from npuport.ascendc_kernels.rms_norm.perf import rms_norm_perf
-from npuport.roofline import get_chip
+from npuport.cost.roofline import get_chip
 
 CHIP = get_chip("Ascend910B")
 

@@ -11,7 +11,9 @@ import torch.nn.functional as F
 from npuport.ascendc_kernels.checks import CASES, Case, _attn, _norm, run_case
 from npuport.ascendc_kernels.compare import Tolerance, compare_output
 from npuport.ascendc_kernels.flash_attention.reference import (
-    flash_attention_golden, flash_attention_reference, flash_attention_schedule,
+    flash_attention_golden,
+    flash_attention_reference,
+    flash_attention_schedule,
 )
 from npuport.ascendc_kernels.layer_norm.reference import layer_norm_reference
 from npuport.ascendc_kernels.rms_norm.reference import rms_norm_reference

@@ -11,7 +11,7 @@ import pytest
 from npuport.ascendc_kernels.flash_attention.tiling import MAX_VEC_CORES, FaTiling, plan_flash_attention
 from npuport.ascendc_kernels.norm_tiling import NormTiling, plan_norm
 from npuport.ascendc_kernels.tiling_base import c_layout_has_padding, parse_c_struct
-from npuport.roofline import get_chip
+from npuport.cost.roofline import get_chip
 
 PKG = Path(__file__).resolve().parents[2] / "npuport" / "ascendc_kernels"
 HEADER = PKG / "tiling_structs.h"

@@ -81,8 +81,8 @@ def test_shape_rules():
 
 
 def test_json_cases(tiny_audit, tmp_path):
-    from npuport.audit import AuditReport
-    from npuport.report.audit_json import audit_to_json
+    from npuport.audit.json_form import audit_to_json
+    from npuport.audit.report import AuditReport
 
     a = tiny_audit
     data = audit_to_json(AuditReport(a.model, a.scenarios, a.inventory, a.traces, None))  # as `npuport audit --format json` writes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from npuport.bench import device as dev
+from npuport.devices import runtime as dev
 from npuport.errors import NpuportError
 
 

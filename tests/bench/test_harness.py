@@ -7,9 +7,9 @@ import pytest
 from npuport.bench.cases import cases_from_report
 from npuport.bench.endtoend import EndToEnd
 from npuport.bench.harness import BenchOptions, bench_case
-from npuport.bench.stats import summarize
-from npuport.bench.timer import HostClock, Measurement
-from npuport.roofline import get_chip
+from npuport.cost.roofline import get_chip
+from npuport.devices.timer import HostClock, Measurement
+from npuport.devices.timing_stats import summarize
 
 QUICK = BenchOptions(warmup=1, reps=5, min_reps=3, budget_s=0.05, compile=False, kernel_check=True, rotate_bytes=1 << 20)
 

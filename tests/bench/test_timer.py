@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from npuport.bench.stats import differs, quantile, summarize
-from npuport.bench.timer import DeviceEventClock, HostClock, measure
+from npuport.devices.timer import DeviceEventClock, HostClock, measure
+from npuport.devices.timing_stats import differs, quantile, summarize
 
 
 class FakeHost:

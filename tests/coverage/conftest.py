@@ -91,7 +91,7 @@ symint:
 def build_wheel(path: Path, dist: str, version: str, requires: list[str], members: dict[str, bytes | str]) -> Path:
     """A minimal but valid-looking wheel: METADATA plus the given members."""
     info = f"{dist}-{version}.dist-info"
-    meta = [f"Metadata-Version: 2.1", f"Name: {dist.replace('_', '-')}", f"Version: {version}"]
+    meta = ["Metadata-Version: 2.1", f"Name: {dist.replace('_', '-')}", f"Version: {version}"]
     meta += [f"Requires-Dist: {r}" for r in requires]
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr(f"{info}/METADATA", "\n".join(meta) + "\n\nlong description: Requires-Dist: not-a-header\n")
@@ -105,7 +105,7 @@ def mappings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty mappings/ with the shipped host_link.yaml, selected through NPUPORT_MAPPINGS."""
     root = tmp_path / "mappings"
     (root / "coverage").mkdir(parents=True)
-    shutil.copy(ROOT / "mappings" / "coverage" / "host_link.yaml", root / "coverage" / "host_link.yaml")
+    shutil.copy(ROOT / "npuport" / "mappings" / "coverage" / "host_link.yaml", root / "coverage" / "host_link.yaml")
     monkeypatch.setenv("NPUPORT_MAPPINGS", str(root))
     return root
 

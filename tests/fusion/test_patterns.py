@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -11,8 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from npuport.cost.roofline import get_chip
 from npuport.fusion.advice import advise
-from npuport.roofline import get_chip
 from npuport.trace.run import new_fake_mode, trace_module
 
 CONFIGS = Path(__file__).resolve().parent.parent.parent / "examples" / "configs"

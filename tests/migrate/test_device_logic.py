@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from npuport.migrate import migrate_program
+from npuport.scan.migrate import migrate_program
 from tests.migrate.device_world import as_cuda, run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "migrate"
@@ -55,9 +55,10 @@ def test_nanogpt_like_keeps_fused_adamw_and_pinned_batches() -> None:
 
 def test_rewriting_device_positions_alone_would_change_branches() -> None:
     """The check has teeth: the old substitution (device strings in device positions only) diverges."""
-    from npuport.rules.cuda_refs import Finder
-    from npuport.migrate import _apply
     import ast
+
+    from npuport.scan.cuda_refs import Finder
+    from npuport.scan.migrate import _apply
 
     folder = FIXTURES / "nanogpt_like"
     sources = _sources(folder)

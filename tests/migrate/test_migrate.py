@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from npuport.errors import NpuportError
-from npuport.migrate import IMPORT_LINE, migrate_file, write_migration
+from npuport.scan.migrate import IMPORT_LINE, migrate_file, write_migration
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "source_scan"
 _DEVICE_TOKENS = re.compile(r"cuda|nccl")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from npuport.devices import NpuDevice, NumericsPolicy, parse_device
+from npuport.devices.device import NpuDevice, NumericsPolicy, parse_device
 from npuport.errors import NpuportError
 
 

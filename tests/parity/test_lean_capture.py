@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from npuport.devices import parse_device
-from npuport.parity.capture import Capturer, CaptureOptions
+from npuport.devices.device import parse_device
+from npuport.parity.capture import CaptureOptions, Capturer
 from npuport.parity.session import RunOptions, Target, device_inputs, modes_for, place, prepare
 from npuport.parity.stats import _packed_group, _unpack
 

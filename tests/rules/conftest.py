@@ -5,9 +5,8 @@ from typing import Any, Callable, Mapping
 import torch
 
 from npuport.rules import evaluate
-from npuport.trace.run import new_fake_mode, trace_module
 from npuport.trace.records import Trace
-
+from npuport.trace.run import new_fake_mode, trace_module
 from tests.rules import npu_standins
 
 npu_standins.ensure()

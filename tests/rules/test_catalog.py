@@ -6,11 +6,11 @@ import copy
 
 import pytest
 
+from npuport.cost.roofline import load_chips
 from npuport.errors import MappingError
 from npuport.mappings import load_yaml
 from npuport.rules import load_rules, predicates
 from npuport.rules.catalog import rules_from_data
-from npuport.roofline import load_chips
 
 
 def test_shipped_rules_load() -> None:

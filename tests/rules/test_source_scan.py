@@ -9,8 +9,8 @@ import pytest
 
 from npuport.errors import NpuportError
 from npuport.rules import fail_on, suppress
-from npuport.rules.source_apis import load_source_apis
-from npuport.rules.source_scan import scan
+from npuport.scan.source_apis import load_source_apis
+from npuport.scan.source_scan import scan
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "source_scan"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "diagnostics"
@@ -93,7 +93,7 @@ def test_bad_model_file_is_a_user_error(tmp_path: Path, content: str | None, pro
 def test_aliases_resolve() -> None:
     import ast
 
-    from npuport.rules.cuda_refs import Finder
+    from npuport.scan.cuda_refs import Finder
 
     text = "import torch as th\nfrom torch import cuda\nfrom torch.backends import cudnn\nth.cuda.empty_cache()\ncuda.manual_seed(0)\ncudnn.deterministic = True\n"
     refs = Finder(text, ast.parse(text)).run()

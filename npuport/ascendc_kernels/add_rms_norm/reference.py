@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from npuport.ascendc_kernels.norm_tiling import NormTiling, iter_row_groups
 from npuport.ascendc_kernels.add_rms_norm.tiling import add_rms_norm_tiling
-from npuport.roofline import ChipProfile, get_chip
+from npuport.ascendc_kernels.norm_tiling import NormTiling, iter_row_groups
+from npuport.cost.roofline import ChipProfile, get_chip
 
 Out3 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 

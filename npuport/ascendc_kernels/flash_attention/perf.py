@@ -9,11 +9,15 @@ round trips through the GM workspace are L2 traffic and not counted as HBM.
 from __future__ import annotations
 
 from npuport.ascendc_kernels.flash_attention.tiling import (
-    MASK_ADDITIVE, MASK_CAUSAL, MASK_NONE, kv_steps, plan_flash_attention,
+    MASK_ADDITIVE,
+    MASK_CAUSAL,
+    MASK_NONE,
+    kv_steps,
+    plan_flash_attention,
 )
 from npuport.ascendc_kernels.perf_base import PerfEstimate, estimate
 from npuport.ascendc_kernels.tiling_base import align_up
-from npuport.roofline import ChipProfile
+from npuport.cost.roofline import ChipProfile
 
 _SCORE_PASSES = 7  # scale, fold-max, subtract max, exp, fold-sum, cast to fp16/bf16, pad fill
 _OUT_PASSES = 2  # acc * alpha, acc + P V

@@ -22,12 +22,19 @@ from __future__ import annotations
 import torch
 
 from npuport.ascendc_kernels.flash_attention.tiling import (
-    MASK_ADDITIVE, MASK_CAUSAL, MASK_NONE, FaTiling, Layout, causal_offset, causal_table, kv_steps,
+    MASK_ADDITIVE,
+    MASK_CAUSAL,
+    MASK_NONE,
+    FaTiling,
+    Layout,
+    causal_offset,
+    causal_table,
+    kv_steps,
     plan_flash_attention,
 )
 from npuport.ascendc_kernels.tiling_base import dtype_name
+from npuport.cost.roofline import ChipProfile, get_chip
 from npuport.errors import NpuportError
-from npuport.roofline import ChipProfile, get_chip
 
 Opt = torch.Tensor | None
 TINY = 1e-30

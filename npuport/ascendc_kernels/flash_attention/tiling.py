@@ -16,8 +16,8 @@ from typing import ClassVar, Iterator, Literal
 import torch
 
 from npuport.ascendc_kernels.tiling_base import PackedTiling, UbBuffer, UbPlan, align_up, ceil_div
+from npuport.cost.roofline import ChipProfile
 from npuport.errors import NpuportError
-from npuport.roofline import ChipProfile
 
 Layout = Literal["BNSD", "BSND"]
 MASK_NONE, MASK_CAUSAL, MASK_ADDITIVE = 0, 1, 2

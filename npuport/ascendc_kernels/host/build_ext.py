@@ -17,8 +17,8 @@ def main() -> None:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--cann", required=True, type=Path)
     args = ap.parse_args()
-    import torch_npu  # noqa: F401  (lazy by construction: this module runs only on NPU hosts)
-    from torch.utils.cpp_extension import load
+    import torch_npu  # noqa: F401, PLC0415 - lazy by construction: this module runs only on NPU hosts
+    from torch.utils.cpp_extension import load  # noqa: PLC0415 - optional dependency, imported where it is used
 
     npu_root = Path(torch_npu.__file__).parent
     cann = args.cann

@@ -16,7 +16,7 @@ from npuport.ascendc_kernels.flash_attention.tiling import MASK_ADDITIVE, MASK_C
 from npuport.ascendc_kernels.host.loader import load_extension
 from npuport.ascendc_kernels.layer_norm.tiling import layer_norm_tiling
 from npuport.ascendc_kernels.rms_norm.tiling import rms_norm_tiling
-from npuport.roofline import ChipProfile, get_chip
+from npuport.cost.roofline import ChipProfile, get_chip
 
 CHIP_ENV = "NPUPORT_CHIP"  # chip profile whose numbers the tiling uses on this machine
 

@@ -6,7 +6,7 @@ import torch
 
 from npuport.ascendc_kernels.norm_tiling import NormTiling, plan_norm
 from npuport.ascendc_kernels.tiling_base import dtype_name
-from npuport.roofline import ChipProfile
+from npuport.cost.roofline import ChipProfile
 
 Opt = torch.Tensor | None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from npuport.ascendc_kernels.norm_perf import norm_perf
 from npuport.ascendc_kernels.perf_base import PerfEstimate
-from npuport.roofline import ChipProfile
+from npuport.cost.roofline import ChipProfile
 
 
 def rms_norm_perf(rows: int, hidden: int, dtype: str, chip: ChipProfile) -> PerfEstimate:

@@ -13,7 +13,7 @@ import torch
 
 from npuport.ascendc_kernels.norm_tiling import NormTiling, iter_row_groups
 from npuport.ascendc_kernels.rms_norm.tiling import rms_norm_tiling
-from npuport.roofline import ChipProfile, get_chip
+from npuport.cost.roofline import ChipProfile, get_chip
 
 
 def rms_norm_reference(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:

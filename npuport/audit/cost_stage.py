@@ -1,0 +1,37 @@
+"""Audit stage 2: cost every recorded call on the target chip's roofline and build the inventory."""
+
+from __future__ import annotations
+
+from npuport import coverage
+from npuport.audit.report import CostStage
+from npuport.cost.inventory import build_inventory
+from npuport.cost.op_costs import op_classes
+from npuport.cost.roofline import ChipProfile, load_chips
+from npuport.trace.records import Trace
+
+
+def native_composites_for(chip_family: str, torch_npu: str | None) -> tuple[frozenset[str], str | None]:
+    """Composites the target runs as one op. NPU: from the torch_npu coverage data; CUDA: SDPA."""
+    cuda = op_classes().cuda_native_composites
+    if chip_family != "npu":
+        return cuda, None
+    try:
+        return frozenset(coverage.native_composites(torch_npu)), None
+    except AttributeError:
+        return cuda, "coverage data lacks the NPU-native composite list"
+
+
+def cost_stage(traces: dict[str, Trace], target: ChipProfile, torch_npu: str | None) -> CostStage:
+    notes: list[str] = []
+    composites, note = native_composites_for(target.family, torch_npu)
+    if note:
+        notes.append(note)
+    inventory = build_inventory(traces, target, composites, load_chips())
+    assumptions = list(target.assumptions)
+    assumptions.append("roofline lower bound: time = max(FLOPs / peak, bytes / bandwidth) per op; no launch overhead, no overlap")
+    if any(e.op.endswith("scaled_dot_product_attention") for e in inventory.ops):
+        assumptions.append("causal attention FLOPs are counted at half (fused kernels skip masked blocks)")
+    if any(e.op == "aten::_grouped_mm" for e in inventory.ops):
+        assumptions.append("MoE experts traced through transformers' grouped_mm path: every routed token meets its top-k experts; "
+                           "expert FLOPs are those of the active experts only, routing assumed uniform across experts")
+    return CostStage(inventory, notes, assumptions)

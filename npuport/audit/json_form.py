@@ -1,0 +1,137 @@
+"""The audit report as one JSON object, schema "npuport.audit/1" (documented in docs/audit-json.md).
+
+Field names here are a contract frozen by tests/report/test_audit_json.py: add fields freely, never rename.
+"""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import torch
+
+import npuport
+from npuport.audit.report import AuditReport
+from npuport.cost.inventory import OpEntry, ScenarioOpStats
+
+SCHEMA = "npuport.audit/1"
+MAX_SHAPES = 12
+MAX_MODULES = 12
+
+
+def _shapes(stats: ScenarioOpStats) -> list[dict[str, Any]]:
+    rows = sorted(stats.shapes.items(), key=lambda kv: (-stats.shape_time[kv[0]], -kv[1]))
+    out = []
+    for sig, n in rows[:MAX_SHAPES]:
+        row = {"inputs": sig, "calls": n, "estimated_time_s": stats.shape_time[sig]}
+        if sig in stats.examples:
+            row["example"] = stats.examples[sig]
+        out.append(row)
+    return out
+
+
+def _scenario_op(stats: ScenarioOpStats) -> dict[str, Any]:
+    return {
+        "calls": stats.calls,
+        "flops": stats.flops,
+        "bytes": stats.bytes,
+        "estimated_time_s": stats.time_s,
+        "time_share": stats.share,
+        "bound": stats.bound,
+        "class": stats.cls,
+        "shapes": _shapes(stats),
+        "distinct_shapes": len(stats.shapes),
+        "phases": dict(stats.phases),
+    }
+
+
+def op_json(entry: OpEntry, coverage_by_op: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    modules = entry.merged("modules")
+    sources = entry.merged("sources")
+    flops, nbytes = entry.flops, entry.bytes
+    out: dict[str, Any] = {
+        "op": entry.op,
+        "kind": entry.kind,
+        "calls": entry.calls,
+        "modules": [m for m, _ in modules.most_common(MAX_MODULES)],
+        "module_types": sorted(entry.merged("module_types")),
+        "sources": [s for s, _ in sources.most_common(MAX_MODULES)],
+        "apis": [a for a, _ in entry.merged("apis").most_common(6)],
+        "shapes": {name: _shapes(s) for name, s in entry.by_scenario.items()},
+        "dtypes": sorted(entry.merged("dtypes")),
+        "flops": flops,
+        "bytes": nbytes,
+        "arithmetic_intensity": flops / nbytes if nbytes else None,
+        "time_share": entry.time_share,
+        "bound": entry.bound,
+        "bound_flips": entry.bound_flips,
+        "class": entry.cls,
+        "fused": entry.fused,
+        "matrix": entry.matrix,
+        "native_composite_of": sorted(entry.merged("children")),
+        "scenarios": {name: _scenario_op(s) for name, s in entry.by_scenario.items()},
+    }
+    cov = coverage_by_op.get(entry.op)
+    if cov is not None:
+        out["coverage"] = cov
+    return out
+
+
+def audit_to_json(report: AuditReport) -> dict[str, Any]:
+    inv = report.inventory
+    m = report.model
+    cov_by_op = report.coverage.by_op if report.coverage else {}
+    data: dict[str, Any] = {
+        "schema": SCHEMA,
+        "npuport_version": npuport.__version__,
+        "model": {
+            "name": m.name,
+            "origin": m.origin,
+            "parameters": m.parameters,
+            "dtype": m.dtype,
+            "dtype_source": m.dtype_source,
+            "attn": m.attn,
+            "max_positions": m.max_positions,
+        },
+        "chip": inv.chip.name,
+        "chip_description": inv.chip.description,
+        "torch_npu": report.torch_npu,
+        "environment": {"torch": torch.__version__, "python": platform.python_version()},
+        "scenarios": [
+            {
+                **sc.to_json(),
+                "calls": inv.totals[sc.name].calls,
+                "compute_calls": inv.totals[sc.name].compute_calls,
+                "flops": inv.totals[sc.name].flops,
+                "bytes": inv.totals[sc.name].bytes,
+                "estimated_time_s": inv.totals[sc.name].time_s,
+                "estimated_time_s_by_chip": inv.totals[sc.name].time_by_chip,
+            }
+            for sc in report.scenarios
+        ],
+        "ops": [op_json(e, cov_by_op) for e in inv.ops],
+        "modules": [
+            {
+                "module": me.module,
+                "type": me.module_type,
+                "time_share": me.time_share,
+                "scenarios": {sc: {"calls": c, "estimated_time_s": t, "time_share": s} for sc, (c, t, s) in me.by_scenario.items()},
+            }
+            for me in inv.modules
+        ],
+        "native_composites": sorted(inv.native_composites),
+        "assumptions": report.assumptions,
+        "notes": report.notes,
+        "failed_scenarios": [{"name": n, "reason": r} for n, r in report.failed],
+    }
+    if report.findings.findings is not None:
+        data["findings"] = [f.to_json() for f in report.findings.findings]
+    if report.findings.scan is not None:
+        data["source_scan"] = report.findings.scan.to_json()
+    if report.coverage is not None:
+        data["coverage"] = report.coverage.summary
+    if report.advice is not None:
+        data["fusions"] = report.advice.fusions
+        data["routes"] = report.advice.routes
+        data["route_weights"] = report.advice.weights
+    return data

@@ -1,0 +1,60 @@
+"""The audit pipeline: trace -> cost -> coverage -> findings -> advice, each stage a function of what the earlier
+ones returned (npuport.audit.report), composed here into one AuditReport."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from npuport.audit.advice import advice_stage
+from npuport.audit.cost_stage import cost_stage
+from npuport.audit.coverage import coverage_stage
+from npuport.audit.findings import apply_suppressions, findings_stage
+from npuport.audit.report import AuditReport
+from npuport.audit.trace_stage import trace_stage
+from npuport.cost.roofline import get_chip
+from npuport.model.loading import LoadedModel
+from npuport.model.scenarios import Scenario
+
+Progress = Callable[[str], None]
+
+
+def run_audit(
+    model: LoadedModel,
+    scenarios: list[Scenario],
+    chip: str = "Ascend910B",
+    torch_npu: str | None = None,
+    progress: Progress | None = None,
+    route_preset: str = "default",
+    route_weights: str | None = None,
+    reproducibility: bool = False,
+    suppress: list[str] | tuple[str, ...] = (),
+) -> AuditReport:
+    target = get_chip(chip)
+    traced = trace_stage(model, scenarios, progress)
+    timings = traced.timings
+    if progress:
+        progress("costing ops on the roofline")
+    t0 = time.perf_counter()
+    cost = cost_stage(traced.traces, target, torch_npu)
+    timings["inventory_s"] = time.perf_counter() - t0
+    report = AuditReport(model, traced.scenarios, cost.inventory, traced.traces, torch_npu, traced.notes + cost.notes,
+                         cost.assumptions, timings, failed=traced.failed)
+    if target.family == "npu" or torch_npu:
+        t0 = time.perf_counter()
+        report.coverage = coverage_stage(cost.inventory, torch_npu)
+        report.torch_npu = report.coverage.version
+        report.notes.extend(report.coverage.notes)
+        timings["coverage_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    report.findings = findings_stage(model, report.scenarios, report.traces, report.inventory, report.torch_npu, reproducibility)
+    timings["rules_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    report.advice = advice_stage(report.traces, report.inventory, report.torch_npu,
+                                 report.coverage.by_op if report.coverage else {}, route_preset, route_weights)
+    timings["fusion_s"] = time.perf_counter() - t0
+    if suppress:
+        note = apply_suppressions(report.findings, list(suppress))
+        if note:
+            report.notes.append(note)
+    return report

@@ -1,0 +1,176 @@
+"""Audit stage 1: run each scenario under the recorder on fake tensors; a scenario that fails is named, not fatal."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from dataclasses import replace
+from typing import Any, Callable
+
+import torch
+from torch._subclasses.fake_tensor import DataDependentOutputException
+from torch.utils._pytree import tree_flatten
+
+from npuport.audit.report import TraceStage
+from npuport.errors import NpuportError, describe_exception
+from npuport.model.hf.build import quiet_transformers as _quiet_libraries
+from npuport.model.hf.fallbacks import kernel_fallbacks, notes_for
+from npuport.model.hf.inputs import real_path
+from npuport.model.loading import LoadedModel
+from npuport.model.scenarios import Scenario, fit_to_context
+from npuport.trace.recorder import Recorder
+from npuport.trace.records import Trace
+from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet
+
+Progress = Callable[[str], None]
+
+
+def _loss_of(model: LoadedModel, out: Any, inputs: tuple[tuple, dict]) -> torch.Tensor:
+    if model.loss is not None:
+        return model.loss(out, inputs)
+    loss = getattr(out, "loss", None)
+    if loss is None and isinstance(out, dict):
+        loss = out.get("loss")
+    if loss is None and isinstance(out, torch.Tensor) and out.numel() == 1:
+        loss = out
+    if not isinstance(loss, torch.Tensor):
+        raise NpuportError(
+            "the training scenario needs a loss",
+            "an output with .loss, a scalar output, or loss_fn(output, inputs) in model.py",
+            type(out).__name__,
+        )
+    return loss
+
+
+def trace_scenario(model: LoadedModel, sc: Scenario) -> tuple[Trace | None, Scenario]:
+    """Run one scenario under the recorder; None when the scenario does not apply to the model. Returns the scenario
+    as it really ran (a decode of a model with no cache re-runs its context)."""
+    try:
+        with _torch_logs_quiet():
+            inputs = model.make_inputs(sc)
+    except NpuportError:
+        raise
+    except Exception as exc:
+        what = "building the cache for" if sc.kind == "decode" else "making the inputs of"
+        raise NpuportError(f"{what} the {sc.name} scenario failed", "a model that runs on its inputs",
+                           describe_exception(exc)) from None
+    if inputs is None:
+        return None, sc
+    sc = _as_run(model, sc, inputs)
+    try:
+        return _record(model, sc, inputs, real=True), sc
+    except _DataDependent:
+        # a guard transformers skips while tracing read a tensor value on the real path: follow the tracing path
+        # for this scenario and say so (the inventory may then hold an explicit mask the real run does not build)
+        trace = _record(model, sc, model.make_inputs(sc) or inputs, real=False)
+        trace.notes.append(f"{sc.name}: traced along transformers' export path (a value-dependent check on the real "
+                           "path cannot run on fake tensors)")
+        return trace, sc
+
+
+class _DataDependent(Exception):
+    pass
+
+
+def _record(model: LoadedModel, sc: Scenario, inputs: tuple[tuple, dict], real: bool) -> Trace:
+    args, kwargs = inputs
+    module = model.module
+    was_training = module.training
+    module.train(sc.kind == "train")
+    path = real_path() if real else contextlib.nullcontext()
+    try:
+        with model.mode, Recorder(module, sc.name) as rec, warnings.catch_warnings(), _quiet_libraries(), \
+                _torch_logs_quiet(), path:
+            warnings.simplefilter("ignore")  # library deprecation chatter is not the user's audit
+            grad = contextlib.nullcontext() if sc.kind == "train" else torch.no_grad()
+            with grad:
+                out = module(*args, **kwargs)
+                if sc.kind == "train":
+                    rec.backward(_loss_of(model, out, inputs))
+    except NpuportError:
+        raise
+    except DataDependentOutputException as exc:
+        if real and model.config is not None:
+            raise _DataDependent() from exc
+        raise NpuportError(f"the model failed on the {sc.name} inputs", "code that does not read tensor values "
+                           "(fake tensors have none)", describe_exception(exc)) from None
+    except Exception as exc:
+        raise NpuportError(
+            f"the model failed on the {sc.name} inputs",
+            "example inputs that fit the model",
+            describe_exception(exc),
+        ) from None
+    finally:
+        module.train(was_training)
+    return rec.trace
+
+
+def _as_run(model: LoadedModel, sc: Scenario, inputs: tuple[tuple, dict]) -> Scenario:
+    """A decode whose inputs hold no cache of `past` positions but the whole context re-runs it per token."""
+    if sc.kind != "decode" or not sc.past:
+        return sc
+    recomputes = getattr(model.make_inputs, "recomputes", None)
+    if recomputes is not None:
+        return replace(sc, recompute=bool(recomputes(sc)))
+    tensors = [t for t in tree_flatten(list(inputs))[0] if isinstance(t, torch.Tensor)]
+    if any(sc.past in t.shape for t in tensors):
+        return sc
+    if any(sc.past + sc.seq in t.shape for t in tensors):
+        return replace(sc, recompute=True)
+    return sc
+
+
+def _skip_reason(model: LoadedModel, sc: Scenario) -> str:
+    if getattr(model.make_inputs, "encoder", False) and sc.kind == "decode":
+        return f"{sc.name}: skipped: the model is a bidirectional encoder (every token attends to every other), so it has no token-by-token decode"
+    return f"{sc.name}: skipped (example_inputs returned None)"
+
+
+
+
+def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progress | None = None) -> TraceStage:
+    """Trace every scenario; raise only when none could be traced (then with the one reason, or all names)."""
+    notes: list[str] = list(model.notes)
+    traces: dict[str, Trace] = {}
+    used: list[Scenario] = []
+    timings: dict[str, float] = {}
+    failed: list[tuple[str, str]] = []
+    errors: list[NpuportError] = []
+    with kernel_fallbacks() as fallbacks:
+        for sc in scenarios:
+            sc, note = fit_to_context(sc, model.max_positions)
+            if note:
+                notes.append(note)
+            if progress:
+                progress(f"tracing {sc.describe()}")
+            t0 = time.perf_counter()
+            try:
+                trace, sc = trace_scenario(model, sc)
+            except NpuportError as exc:  # the other scenarios still report; this one is named with its reason
+                failed.append((sc.name, exc.render()))
+                errors.append(exc)
+                if progress and len(scenarios) > 1:
+                    progress(f"{sc.name} failed: {exc.render()}")
+                continue
+            finally:
+                timings[f"trace_{sc.name}_s"] = time.perf_counter() - t0
+            if trace is None:
+                notes.append(_skip_reason(model, sc))
+                continue
+            if sc.recompute:
+                notes.append(f"{sc.name}: the model keeps no KV cache, so each new token re-runs the whole "
+                             f"{sc.past + sc.seq}-token context (traced as such)")
+            notes.extend(trace.notes)
+            traces[sc.name] = trace
+            used.append(sc)
+    notes.extend(notes_for(fallbacks))
+    if not traces:
+        if len(errors) == 1:
+            raise errors[0]
+        if failed:
+            name, reason = failed[0]
+            raise NpuportError(f"no scenario could be traced ({', '.join(n for n, _ in failed)} failed)",
+                               "a model that runs on its inputs", f"{name}: {reason}")
+        raise NpuportError("no scenario could be traced", "example_inputs(scenario) to return inputs for at least one scenario", ", ".join(s.name for s in scenarios))
+    return TraceStage(used, traces, failed, notes, timings)

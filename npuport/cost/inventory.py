@@ -1,0 +1,312 @@
+"""The operator inventory: recorded calls -> ops as the target backend dispatches them -> costs, roofline time,
+bound and hot / medium / cold class per scenario -> one entry per op merged across scenarios.
+
+Pure functions over `Trace` records; nothing here touches a tensor.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from npuport.cost.op_costs import CallCost, backward_frame_cost, base_name, call_cost, frame_cost, op_classes
+from npuport.cost.roofline import Bound, ChipProfile
+from npuport.trace.records import ApiFrame, OpCall, TensorMeta, TensorRef, Trace
+
+_LAYER_INDEX = re.compile(r"\.\d+(?=\.|$)")
+CLASS_RANK = {"hot": 0, "medium": 1, "cold": 2}
+
+
+def module_pattern(path: str) -> str:
+    """'model.layers.3.mlp.down_proj' -> 'model.layers.*.mlp.down_proj'; '' -> '(root)'."""
+    return _LAYER_INDEX.sub(".*", path) if path else "(root)"
+
+
+@dataclass
+class ReportedCall:
+    """One op as the target backend runs it: an aten call, or a composite the backend implements natively."""
+
+    op: str
+    kind: str
+    phase: str
+    module: str
+    module_type: str
+    source: str | None
+    api: str | None
+    inputs: tuple[TensorMeta, ...]
+    outputs: tuple[TensorMeta, ...]
+    cost: CallCost
+    index: int
+    children: tuple[str, ...] = ()  # the CPU-traced aten ops this native composite stands for
+    time_s: float = 0.0
+    indices: tuple[int, ...] = ()  # trace indices of the recorded calls this reported call covers
+    args: tuple = ()  # the call's arguments, tensors as TensorRef into `inputs` (for rebuilding it: bench)
+    kwargs: dict = field(default_factory=dict)
+    bound: Bound = "none"
+
+
+def reported_calls(trace: Trace, native_composites: frozenset[str]) -> list[ReportedCall]:
+    """Replace the CPU decomposition of every composite the target implements natively by the composite itself.
+
+    Forward calls are grouped by the ApiFrame that issued them, backward calls by the frame whose autograd nodes
+    they run, so e.g. SDPA forward and its backward each become one `aten::scaled_dot_product_attention` call.
+    """
+    no_traffic = op_classes().no_traffic
+    out: list[ReportedCall] = []
+    groups: dict[tuple[int, str], list[OpCall]] = {}
+    slots: dict[tuple[int, str], int] = {}
+    for call in trace.calls:
+        frame = trace.frames.get(call.frame) if call.frame is not None else None
+        if frame is not None and frame.op in native_composites:
+            key = (frame.id, call.phase)
+            if key not in groups:
+                groups[key] = []
+                slots[key] = len(out)
+                out.append(None)  # type: ignore[arg-type]  # filled below, keeps execution order
+            groups[key].append(call)
+            continue
+        kind = "view" if base_name(call.op) in no_traffic else call.kind
+        out.append(
+            ReportedCall(call.op, kind, call.phase, call.module, call.module_type, call.source, call.api,
+                         call.inputs, call.outputs, call_cost(call), call.index, indices=(call.index,),
+                         args=call.args, kwargs=call.kwargs)
+        )
+    for key, children in groups.items():
+        frame = trace.frames[key[0]]
+        out[slots[key]] = _frame_call(frame, key[1], children)
+    return out
+
+
+def _frame_call(frame: ApiFrame, phase: str, children: list[OpCall]) -> ReportedCall:
+    if phase == "forward":
+        cost = frame_cost(frame, children)
+        inputs, outputs = frame.inputs, frame.outputs
+        module, module_type, source = frame.module, frame.module_type, frame.source
+    else:
+        cost = backward_frame_cost(frame, children)
+        inputs, outputs = frame.inputs, frame.outputs
+        module, module_type, source = frame.module, frame.module_type, frame.source
+    return ReportedCall(frame.op, "compute", phase, module, module_type, source, frame.api, inputs, outputs, cost,
+                        children[0].index, tuple(c.op for c in children if c.kind == "compute"),
+                        indices=tuple(c.index for c in children),
+                        args=frame.args if phase == "forward" else (), kwargs=frame.kwargs if phase == "forward" else {})
+
+
+def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
+    for c in calls:
+        c.time_s, c.bound = chip.roofline(c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)
+
+
+def shape_signature(call: ReportedCall) -> str:
+    return " ".join("x".join(str(s) for s in t.shape) or "scalar" for t in call.inputs) or "-"
+
+
+def _plain_tree(x: object) -> object:
+    if isinstance(x, TensorRef):
+        return {"tensor": x.index}
+    if isinstance(x, (list, tuple)):
+        return [_plain_tree(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _plain_tree(v) for k, v in x.items()}
+    return x
+
+
+def example_json(c: ReportedCall) -> dict:
+    """One call in plain JSON: enough to rebuild it with random tensors of the recorded shape, dtype, stride."""
+    inputs = []
+    for t in c.inputs:
+        d: dict = {"shape": list(t.shape), "dtype": t.dtype}
+        if t.stride is not None:
+            d["stride"] = list(t.stride)
+        inputs.append(d)
+    return {"inputs": inputs, "args": _plain_tree(c.args), "kwargs": _plain_tree(c.kwargs)}
+
+
+@dataclass
+class ScenarioOpStats:
+    calls: int = 0
+    flops: float = 0.0
+    bytes: int = 0
+    time_s: float = 0.0
+    compute_bound_s: float = 0.0
+    share: float = 0.0
+    cls: str = "cold"
+    shapes: Counter = field(default_factory=Counter)
+    shape_time: Counter = field(default_factory=Counter)
+    dtypes: Counter = field(default_factory=Counter)
+    modules: Counter = field(default_factory=Counter)
+    module_types: Counter = field(default_factory=Counter)
+    sources: Counter = field(default_factory=Counter)
+    apis: Counter = field(default_factory=Counter)
+    phases: Counter = field(default_factory=Counter)
+    children: Counter = field(default_factory=Counter)
+    examples: dict = field(default_factory=dict)  # shape signature -> one recorded call of that shape
+
+    @property
+    def bound(self) -> Bound:
+        if self.time_s == 0.0:
+            return "none"
+        return "compute" if self.compute_bound_s >= self.time_s / 2 else "memory"
+
+    def add(self, c: ReportedCall) -> None:
+        self.calls += 1
+        self.flops += c.cost.flops
+        self.bytes += c.cost.bytes
+        self.time_s += c.time_s
+        if c.bound == "compute":
+            self.compute_bound_s += c.time_s
+        sig = shape_signature(c)
+        if sig not in self.examples and (c.args or c.kwargs):
+            self.examples[sig] = example_json(c)
+        self.shapes[sig] += 1
+        self.shape_time[sig] += c.time_s
+        self.dtypes.update({t.dtype for t in (c.inputs or c.outputs)})
+        self.modules[module_pattern(c.module)] += 1
+        if c.module_type:
+            self.module_types[c.module_type] += 1
+        if c.source:
+            self.sources[c.source] += 1
+        if c.api:
+            self.apis[c.api] += 1
+        self.phases[c.phase] += 1
+        self.children.update(c.children)
+
+
+@dataclass
+class OpEntry:
+    op: str
+    kind: str
+    matrix: bool
+    fused: bool
+    by_scenario: dict[str, ScenarioOpStats]
+    time_share: float = 0.0
+    cls: str = "cold"
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.by_scenario.values())
+
+    @property
+    def flops(self) -> float:
+        return sum(s.flops for s in self.by_scenario.values())
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.by_scenario.values())
+
+    @property
+    def bounds(self) -> dict[str, Bound]:
+        return {name: s.bound for name, s in self.by_scenario.items() if s.bound != "none"}
+
+    @property
+    def bound(self) -> str:
+        kinds = set(self.bounds.values())
+        return kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "none")
+
+    @property
+    def bound_flips(self) -> bool:
+        return len(set(self.bounds.values())) > 1
+
+    def merged(self, attr: str) -> Counter:
+        total: Counter = Counter()
+        for s in self.by_scenario.values():
+            total.update(getattr(s, attr))
+        return total
+
+
+@dataclass
+class ModuleEntry:
+    module: str
+    module_type: str
+    by_scenario: dict[str, tuple[int, float, float]]  # scenario -> (calls, time_s, share)
+    time_share: float = 0.0
+
+
+@dataclass
+class ScenarioTotals:
+    name: str
+    calls: int
+    compute_calls: int
+    flops: float
+    bytes: int
+    time_s: float
+    time_by_chip: dict[str, float]
+
+
+@dataclass
+class Inventory:
+    chip: ChipProfile
+    scenarios: list[str]
+    ops: list[OpEntry]
+    modules: list[ModuleEntry]
+    totals: dict[str, ScenarioTotals]
+    calls: dict[str, list[ReportedCall]]
+    native_composites: frozenset[str]
+
+
+def _classify(entries: Sequence[tuple[str, ScenarioOpStats, bool, str]]) -> None:
+    """Hot: ops covering the first `hot_share` of time; medium: remaining memory-bound vector ops worth fusing."""
+    oc = op_classes()
+    ranked = sorted((e for e in entries if e[3] == "compute"), key=lambda e: -e[1].time_s)
+    cumulative = 0.0
+    for op, stats, matrix, _kind in ranked:
+        if stats.time_s <= 0:
+            stats.cls = "cold"
+        elif cumulative < oc.hot_share:
+            stats.cls = "hot"
+        elif not matrix and stats.bound == "memory" and stats.share >= oc.medium_min_share:
+            stats.cls = "medium"
+        else:
+            stats.cls = "cold"
+        cumulative += stats.share
+
+
+def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_composites: frozenset[str],
+                    all_chips: Mapping[str, ChipProfile] | None = None) -> Inventory:
+    oc = op_classes()
+    per_scenario: dict[str, list[ReportedCall]] = {}
+    entries: dict[str, OpEntry] = {}
+    totals: dict[str, ScenarioTotals] = {}
+    module_time: dict[str, dict[str, list]] = defaultdict(dict)
+    module_types: dict[str, str] = {}
+    for name, trace in traces.items():
+        calls = reported_calls(trace, native_composites)
+        apply_roofline(calls, chip)
+        per_scenario[name] = calls
+        step = sum(c.time_s for c in calls)
+        for c in calls:
+            entry = entries.get(c.op)
+            if entry is None:
+                entry = entries[c.op] = OpEntry(c.op, c.kind, c.cost.matrix, base_name(c.op) in oc.fused or c.op in native_composites, {})
+            entry.by_scenario.setdefault(name, ScenarioOpStats()).add(c)
+            pattern = module_pattern(c.module)
+            slot = module_time[pattern].setdefault(name, [0, 0.0])
+            slot[0] += 1
+            slot[1] += c.time_s
+            if c.module_type and pattern not in module_types:
+                module_types[pattern] = c.module_type
+        for entry in entries.values():
+            stats = entry.by_scenario.get(name)
+            if stats is not None:
+                stats.share = stats.time_s / step if step else 0.0
+        _classify([(e.op, e.by_scenario[name], e.matrix, e.kind) for e in entries.values() if name in e.by_scenario])
+        by_chip = {}
+        for other in (all_chips or {chip.name: chip}).values():
+            by_chip[other.name] = sum(other.roofline(c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)[0] for c in calls)
+        totals[name] = ScenarioTotals(
+            name, len(calls), sum(1 for c in calls if c.kind == "compute"), sum(c.cost.flops for c in calls),
+            sum(c.cost.bytes for c in calls), step, by_chip,
+        )
+    n = len(traces) or 1
+    for entry in entries.values():
+        entry.time_share = sum(s.share for s in entry.by_scenario.values()) / n
+        entry.cls = min((s.cls for s in entry.by_scenario.values()), key=CLASS_RANK.__getitem__)
+    modules = []
+    for pattern, by in module_time.items():
+        shares = {sc: (calls, t, t / totals[sc].time_s if totals[sc].time_s else 0.0) for sc, (calls, t) in by.items()}
+        modules.append(ModuleEntry(pattern, module_types.get(pattern, ""), shares, sum(v[2] for v in shares.values()) / n))
+    modules.sort(key=lambda m: -m.time_share)
+    ops = sorted(entries.values(), key=lambda e: (e.kind != "compute", -e.time_share, e.op))
+    return Inventory(chip, list(traces), ops, modules, totals, per_scenario, native_composites)

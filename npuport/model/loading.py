@@ -1,0 +1,272 @@
+"""Turn what the user points at (a model.py, file.py:function, or a Hugging Face config) into a model built
+under fake tensors plus a way to make each scenario's inputs.
+
+model.py convention (docs/model-files.md):
+    def build_model() -> torch.nn.Module
+    def example_inputs(scenario) -> dict | tuple | (tuple, dict) | None   # None: scenario not supported
+    def loss_fn(output, inputs) -> torch.Tensor                          # optional, for the training step
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+import torch
+
+from npuport.coverage.npu_ops import fake_torch_npu
+from npuport.errors import NpuportError, describe_exception  # noqa: F401 - describe_exception re-exported
+from npuport.model.hf.build import build
+from npuport.model.hf.build import parse_dtype as _parse
+from npuport.model.hf.inputs import hf_inputs
+from npuport.model.scenarios import Scenario
+from npuport.trace.run import new_fake_mode, tolerant_swap
+
+Inputs = tuple[tuple, dict]
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run: built under `mode` (a FakeTensorMode for the audit; a no-op context for real runs)."""
+
+    name: str
+    origin: str
+    module: torch.nn.Module
+    mode: Any  # FakeTensorMode, or contextlib.nullcontext() when built with real tensors
+    make_inputs: Callable[[Scenario], Inputs | None]
+    loss: Callable[[Any, Inputs], torch.Tensor] | None
+    source_files: list[Path] = field(default_factory=list)
+    max_positions: int | None = None
+    dtype: str = "float32"
+    config: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)  # choices made while building (dtype, attention, composite part)
+    dtype_source: str = "model"  # "model" (as built), "config", "default" or "--dtype"
+    attn: str | None = None
+
+    @property
+    def parameters(self) -> int:
+        return sum(p.numel() for p in self.module.parameters())
+
+
+_NPU_STAND_IN = contextlib.ExitStack()
+atexit.register(_NPU_STAND_IN.close)  # undo the stand-in before interpreter teardown
+
+
+def _ensure_torch_npu_importable(source: str) -> None:
+    """Already-migrated code imports torch_npu: give it the real one, or a stand-in with the npu:: ops' schemas and
+    meta kernels (npuport.coverage.npu_ops), kept for the rest of the process so forward can call them."""
+    if "torch_npu" not in source or "torch_npu" in sys.modules:
+        return
+
+    _NPU_STAND_IN.enter_context(fake_torch_npu())
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.exists():
+        raise NpuportError(f"model file {path} not found", "a path to an existing Python file", str(path))
+    if not path.is_file():
+        raise NpuportError(f"{path} is not a file", "a Python file defining build_model()", "a directory")
+    try:
+        source = path.read_text(encoding="utf-8")
+        compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        raise NpuportError(f"{path} has a syntax error at line {exc.lineno}", "valid Python", exc.msg) from None
+    except UnicodeDecodeError as exc:
+        raise NpuportError(f"{path} is not UTF-8 text", "a Python source file", str(exc)) from None
+    _ensure_torch_npu_importable(source)
+    name = f"npuport_user_model_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)  # so model.py can import its sibling modules
+    try:
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    except NpuportError:
+        raise
+    except BaseException as exc:  # the user's module failed: say where, not a traceback
+        sys.modules.pop(name, None)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise NpuportError(f"importing {path.name} failed", "a model file that imports cleanly", describe_exception(exc)) from None
+    finally:
+        if sys.path and sys.path[0] == folder:
+            sys.path.pop(0)
+    return mod
+
+
+def _call_user(fn: Callable[..., Any], what: str, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except NpuportError:
+        raise
+    except Exception as exc:
+        raise NpuportError(f"{what} raised an exception", f"{what} to succeed", describe_exception(exc)) from None
+
+
+def _normalize_inputs(value: Any, what: str) -> Inputs | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return (), dict(value)
+    if isinstance(value, torch.Tensor):
+        return (value,), {}
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple) and isinstance(value[1], dict):
+        return value
+    if isinstance(value, (tuple, list)):
+        return tuple(value), {}
+    raise NpuportError(f"{what} returned an unusable value", "a dict of keyword arguments, a tuple of positional arguments, (args, kwargs) or None", type(value).__name__)
+
+
+def _mode(fake: bool) -> Any:
+    return new_fake_mode() if fake else contextlib.nullcontext()
+
+
+def load_model_file(path: str | Path, entry: str | None = None, fake: bool = True, dtype: str | None = None) -> LoadedModel:
+    """model.py by convention, or `file.py:function` / `entry` naming the builder function."""
+    text = str(path)
+    if entry is None and ":" in text and not Path(text).exists():
+        text, entry = text.rsplit(":", 1)
+    file = Path(text)
+    mod = _import_file(file)
+    builder_name = entry or "build_model"
+    builder = getattr(mod, builder_name, None)
+    if not callable(builder):
+        funcs = sorted(n for n, v in vars(mod).items() if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == mod.__name__)
+        raise NpuportError(
+            f"{file.name} defines no function {builder_name}()",
+            "build_model() and example_inputs(scenario), or --entry file.py:function",
+            "functions: " + (", ".join(funcs) if funcs else "none"),
+        )
+    inputs_fn = getattr(mod, "example_inputs", None)
+    loss_fn = getattr(mod, "loss_fn", None)
+    mode = _mode(fake)
+    want = parse_dtype(dtype) if dtype else None
+    with mode, _default_dtype(want), (tolerant_swap() if fake else contextlib.nullcontext()):
+        model = _call_user(builder, f"{builder_name}()")
+    if not isinstance(model, torch.nn.Module):
+        raise NpuportError(f"{builder_name}() must return a torch.nn.Module", "an nn.Module", type(model).__name__)
+    max_pos = getattr(mod, "MAX_POSITIONS", None)
+    hf_config = getattr(model, "config", None)
+    if max_pos is None and hf_config is not None:
+        max_pos = _max_positions(hf_config)
+    if not callable(inputs_fn):
+        if hf_config is not None and getattr(hf_config, "vocab_size", None):
+            make = hf_inputs(model, mode)
+        else:
+            raise NpuportError(
+                f"{file.name} defines no example_inputs(scenario)",
+                "a function returning the model's inputs for a scenario (see docs/model-files.md)",
+                "no example_inputs",
+            )
+    else:
+        def make(sc: Scenario) -> Inputs | None:
+            with mode:
+                return _normalize_inputs(_call_user(inputs_fn, f"example_inputs({sc.name!r})", sc), "example_inputs()")
+
+    loss = None
+    if callable(loss_fn):
+        def loss(out: Any, inputs: Inputs) -> torch.Tensor:
+            return loss_fn(out, inputs)
+    return LoadedModel(
+        name=(file.resolve().parent.name if file.stem == "model" else file.stem) + ("" if builder_name == "build_model" else f":{builder_name}"),
+        origin=str(file),
+        module=model,
+        mode=mode,
+        make_inputs=make,
+        loss=loss,
+        source_files=[file.resolve()],
+        max_positions=max_pos,
+        dtype=_param_dtype(model),
+        dtype_source="--dtype" if want is not None else "model",
+    )
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype | None):  # noqa: ANN202 - a context manager
+    """--dtype for a model file: the builder's floating tensors are made in it (tied weights stay tied)."""
+    if dtype is None:
+        yield
+        return
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def _param_dtype(model: torch.nn.Module) -> str:
+    for p in model.parameters():
+        if p.is_floating_point():
+            return str(p.dtype).removeprefix("torch.")
+    return "float32"
+
+
+def _max_positions(config: Any) -> int | None:
+    for key in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
+        val = getattr(config, key, None)
+        if isinstance(val, int) and val > 0:
+            return val
+    return None
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    return _parse(name)
+
+
+def load_hf_config(path: str | Path, dtype: str | None = None, attn: str | None = None, fake: bool = True,
+                   part: str = "text") -> LoadedModel:
+    """Build a transformers model from a config.json alone: no weights, no download, fake tensors."""
+    file = Path(path)
+    if not file.is_file():
+        raise NpuportError(f"config file {file} not found", "a Hugging Face config.json", str(file))
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise NpuportError(f"{file} is not valid JSON", "a Hugging Face config.json", str(exc)) from None
+    if not isinstance(raw, dict) or "model_type" not in raw:
+        raise NpuportError(f"{file} has no model_type", "a Hugging Face config.json with a model_type field", f"keys: {sorted(raw)[:8] if isinstance(raw, dict) else type(raw).__name__}")
+    try:
+        import transformers  # noqa: F401, PLC0415
+    except ImportError:
+        raise NpuportError("--hf needs the transformers package", "pip install 'npuport[hf]'", "transformers is not installed") from None
+
+    if dtype is not None:
+        parse_dtype(dtype)
+    mode = _mode(fake)
+    built = build(raw, dtype, attn, mode, part=part, name=file.name)
+    model = built.module
+    return LoadedModel(
+        name=file.stem,
+        origin=str(file),
+        module=model,
+        mode=mode,
+        make_inputs=hf_inputs(model, mode),
+        loss=None,
+        source_files=[],
+        max_positions=_max_positions(built.config),
+        dtype=str(built.dtype).removeprefix("torch."),
+        config=raw,
+        notes=built.notes,
+        dtype_source=built.dtype_source,
+        attn=built.attn,
+    )
+
+
+def load_target(model: str | None = None, hf_config: str | None = None, entry: str | None = None,
+                dtype: str | None = None, attn: str | None = None, fake: bool = True, part: str = "text") -> LoadedModel:
+    """The model the user named, built on fake tensors (audit) or real ones (`fake=False`: parity, bench)."""
+    if hf_config:
+        return load_hf_config(hf_config, dtype=dtype, attn=attn, fake=fake, part=part)
+    if model:
+        return load_model_file(model, entry=entry, fake=fake, dtype=dtype)
+    raise NpuportError("no model given", "a model.py or --hf CONFIG.json", "nothing")
