@@ -28,8 +28,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from npuport.devices.device import parse_device  # noqa: E402
-from npuport.parity.capture import CaptureOptions, Capturer, run_capture  # noqa: E402
+from npuport.parity.capture import Capturer, run_capture  # noqa: E402
 from npuport.parity.compare import compare  # noqa: E402
+from npuport.parity.entries import CaptureOptions  # noqa: E402
 from npuport.parity.run import record  # noqa: E402
 from npuport.parity.session import RunOptions, Target, device_inputs, modes_for, place, prepare  # noqa: E402
 from npuport.parity.stats import StatsBatcher, StatsTable  # noqa: E402

@@ -28,7 +28,8 @@ import torch  # noqa: E402
 
 import npuport.parity.stats as S  # noqa: E402
 from npuport.devices.device import parse_device  # noqa: E402
-from npuport.parity.capture import CaptureOptions, Capturer  # noqa: E402
+from npuport.parity.capture import Capturer  # noqa: E402
+from npuport.parity.entries import CaptureOptions  # noqa: E402
 from npuport.parity.session import RunOptions, Target, device_inputs, modes_for, place, prepare  # noqa: E402
 
 
@@ -226,7 +227,7 @@ def host_breakdown(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], 
     (which add a little time of their own, so the parts are shares, not exact costs): the recording calls, the
     statistics flushes (and within them the table + launches of the Triton path), building the entries, and the
     final copy, which waits for the device."""
-    import npuport.parity.capture as C
+    import npuport.parity.recorders as C
     from npuport.parity import stats_triton as ST
 
     parts: dict[str, float] = {}

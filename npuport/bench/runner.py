@@ -22,7 +22,9 @@ from npuport.bench.endtoend import EndToEnd, time_step
 from npuport.bench.from_json import cases_from_json
 from npuport.bench.harness import BenchOptions, CaseResult, bench_case
 from npuport.cost.roofline import get_chip
+from npuport.devices import clocks
 from npuport.devices import runtime as dev
+from npuport.devices.memory import free_memory
 from npuport.devices.timer import Clock
 from npuport.errors import NpuportError
 from npuport.model.loading import load_target
@@ -134,12 +136,12 @@ def run_bench(
     if not cases:
         raise NpuportError("nothing to benchmark", "a scenario with hot ops (or --top N)", f"{len(skipped)} case(s) could not be rebuilt")
 
-    memory_cap = int(dev.free_memory(where) * opts.memory_fraction)
+    memory_cap = int(free_memory(where) * opts.memory_fraction)
     if dev.kind_of(where) == "cpu":
         memory_cap = min(memory_cap, 4 << 30)
     rep = BenchReport(model_info, sc_name, where, dev.device_name(where), chip_name, clock.kind, opts, [], skipped, notes=notes)
-    rep.clock_state["before"] = dev.clock_state(where)
-    with dev.pinned(pin_cpu), dev.ClockSampler(where) as sampler:
+    rep.clock_state["before"] = clocks.clock_state(where)
+    with dev.pinned(pin_cpu), clocks.ClockSampler(where) as sampler:
         # the step first: torch.compile's worker processes (started by the compile candidate) would share the
         # host with the step's launches afterwards
         step = _time_whole_step(loader if sc_obj is not None else None, sc_obj, where, clock, sync, say) if e2e else None
@@ -149,7 +151,7 @@ def run_bench(
         if e2e:
             rep.e2e = _end_to_end(rep, all_cases or [], step, where, clock, opts, profile, memory_cap, sync, e2e_ops,
                                   total_calls, total_est, say)
-    rep.clock_state["after"] = dev.clock_state(where)
+    rep.clock_state["after"] = clocks.clock_state(where)
     rep.clock_state["under_load"] = sampler.summary()
     _collect_warnings(rep)
     if emit:
@@ -259,7 +261,7 @@ def _collect_warnings(rep: BenchReport) -> None:
     for key in ("before", "after"):
         state = rep.clock_state.get(key) or {}
         util = state.get("utilization.gpu")
-        for w in dev.clock_warnings(state) if isinstance(util, float) and util >= 50 else []:
+        for w in clocks.clock_warnings(state) if isinstance(util, float) and util >= 50 else []:
             rep.warnings.append(f"clock {key} the run: {w}")
     for w in (rep.clock_state.get("under_load") or {}).get("warnings", []):
         rep.warnings.append(f"clock under load looks throttled: {w}")

@@ -20,7 +20,9 @@ import torch
 
 from npuport.bench.cases import BenchCase, TensorSpec
 from npuport.bench.harness import BenchOptions, bench_case
+from npuport.devices import clocks
 from npuport.devices import runtime as dev
+from npuport.devices.memory import free_memory
 from npuport.trace.records import TensorRef
 
 
@@ -77,7 +79,7 @@ def validate(where: str = "cuda", gemm_n: int = 8192, copy_bytes: int = 4 << 30,
     clock = dev.clock_for(where)
     sync = (lambda: dev.synchronize(where)) if dev.kind_of(where) != "cpu" else None
     opts = BenchOptions(warmup=10, reps=reps, budget_s=2.0, compile=False, alternatives=False, kernel_check=True)
-    cap = int(dev.free_memory(where) * 0.8)
+    cap = int(free_memory(where) * 0.8)
     rows = []
     for case in (gemm_case(gemm_n), copy_case(copy_bytes)):
         res = bench_case(case, where, clock, opts, None, cap, sync)
@@ -106,7 +108,7 @@ def validate(where: str = "cuda", gemm_n: int = 8192, copy_bytes: int = 4 << 30,
         if dev.kind_of(where) == "cuda":
             torch.cuda.empty_cache()
     return {"device": where, "device_name": dev.device_name(where), "tolerance": tolerance, "rows": rows,
-            "clock_state": dev.clock_state(where), "ok": all(r["agrees"] for r in rows)}
+            "clock_state": clocks.clock_state(where), "ok": all(r["agrees"] for r in rows)}
 
 
 def _fmt(s: float | None) -> str:

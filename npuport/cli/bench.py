@@ -10,10 +10,11 @@ import click
 from rich.console import Console
 
 from npuport.bench.harness import BenchOptions
-from npuport.bench.report import bench_to_json, render_text
+from npuport.bench.json_form import bench_to_json
 from npuport.bench.runner import run_bench
 from npuport.cli.common import handle_errors, progress_printer, write_output
 from npuport.errors import NpuportError
+from npuport.render.bench_text import render_text
 
 _CANDIDATES = ("eager", "compile", "graph", "alt")
 
@@ -93,7 +94,7 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, entr
         text = text_json
     else:
         console = Console(record=True, width=220 if not sys.stdout.isatty() else None, file=open("/dev/null", "w"))
-        render_text(rep, console)
+        render_text(data, console)
         text = console.export_text(styles=sys.stdout.isatty())
     if output:
         write_output(output, text, force)

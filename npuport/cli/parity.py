@@ -22,12 +22,13 @@ from npuport.cli.common import handle_errors, progress_printer, write_output
 from npuport.devices.device import NumericsPolicy
 from npuport.errors import NpuportError
 from npuport.model.scenarios import parse_scenario
-from npuport.parity.capture import CaptureOptions
-from npuport.parity.report import render_text, to_json
+from npuport.parity.entries import CaptureOptions
+from npuport.parity.json_form import to_json
 from npuport.parity.run import is_artifact_path, record, run_parity
 from npuport.parity.session import RunOptions, Target
 from npuport.parity.tolerances import load_tolerances
 from npuport.render.parity_doc import render_html, render_markdown
+from npuport.render.parity_text import render_text
 
 FORMATS = ("text", "json", "markdown", "html")
 _EXT = {".json": "json", ".md": "markdown", ".html": "html", ".htm": "html", ".txt": "text"}

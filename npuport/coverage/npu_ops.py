@@ -13,7 +13,6 @@ sys.modules['torch_npu'], torch.npu, Tensor.npu and Module.npu (added only when 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import sys
 import threading
 import types
@@ -23,6 +22,8 @@ import torch
 
 from npuport.coverage.database import load
 from npuport.coverage.meta_kernels import META
+from npuport.devices.backend import try_import_torch_npu
+from npuport.devices.standin import absent_npu_module
 
 _LOCK = threading.RLock()
 _LIBRARY: Any = None  # kept alive for the process: dropping it would unregister everything
@@ -76,20 +77,6 @@ def register_npu_ops(version: str | None = None) -> dict[str, str]:
     return dict(_SKIPPED)
 
 
-def _real_torch_npu() -> types.ModuleType | None:
-    current = sys.modules.get("torch_npu")
-    if current is not None:
-        return None if getattr(current, "__npuport_fake__", False) else current
-    if importlib.util.find_spec("torch_npu") is None:
-        return None
-    try:
-        import torch_npu  # type: ignore[import-not-found]  # noqa: F401, PLC0415
-    except Exception:  # installed but unusable here (no CANN): fall back to the stand-in
-        sys.modules.pop("torch_npu", None)
-        return None
-    return sys.modules["torch_npu"]
-
-
 class _FakeTorchNpu(types.ModuleType):
     """torch_npu.<op> -> torch.ops.npu.<op>; torch_npu.npu -> the device stand-in."""
 
@@ -108,25 +95,13 @@ class _FakeTorchNpu(types.ModuleType):
         raise AttributeError(f"the torch_npu stand-in has no {name!r} (not a custom op of this release)")
 
 
-def _device_module() -> types.ModuleType:
-    """torch.npu stand-in: no device, every query answers like a machine without an NPU."""
-    mod = types.ModuleType("torch.npu", "npuport stand-in: no NPU present")
-    mod.is_available = lambda: False  # type: ignore[attr-defined]
-    mod.device_count = lambda: 0  # type: ignore[attr-defined]
-    mod.current_device = lambda: 0  # type: ignore[attr-defined]
-    for name in ("set_device", "synchronize", "manual_seed", "manual_seed_all", "empty_cache", "set_compile_mode"):
-        setattr(mod, name, lambda *a, **k: None)
-    mod.__npuport_fake__ = True  # type: ignore[attr-defined]
-    return mod
-
-
 def _to_npu(self: Any, *args: Any, **kwargs: Any) -> Any:
     """Tensor.npu / Module.npu in a shapes-only audit: stay where you are."""
     return self
 
 
 def _install(version: str, device_stand_in: bool) -> None:
-    device = _device_module()
+    device = absent_npu_module()
     _SAVED["module"] = sys.modules.get("torch_npu", _MISSING)
     sys.modules["torch_npu"] = _FakeTorchNpu(version, device)
     if device_stand_in:
@@ -156,7 +131,7 @@ def fake_torch_npu(version: str | None = None, *, device_stand_in: bool = True, 
     Re-entrant: nested entries share the outer stand-in; the outermost exit restores sys.modules and torch.
     """
     global _DEPTH
-    real = _real_torch_npu() if prefer_real else None
+    real = try_import_torch_npu() if prefer_real else None
     if real is not None:
         yield real
         return

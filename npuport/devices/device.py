@@ -9,19 +9,18 @@ name and versions, so a report never claims a real NPU ran.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import platform
-import subprocess
-import types
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import torch
 
+from npuport.devices import nvidia
+from npuport.devices.backend import STANDIN_ENV, cann_version, import_torch_npu, npu_driver, torch_npu_installed
+from npuport.devices.standin import present_backend
 from npuport.errors import NpuportError
 
-STANDIN_ENV = "NPUPORT_NPU_STANDIN"
 SPEC_HELP = "cpu, cpu64, cuda[:i], npu[:i], or cpu-fault:OP@MODULE[*SCALE]"
 
 
@@ -115,7 +114,7 @@ class CudaDevice(Device):
         out = super().versions()
         props = torch.cuda.get_device_properties(self.torch_device)
         out.update({"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(), "gpu": props.name,
-                    "capability": f"{props.major}.{props.minor}", "driver": _nvidia_driver()})
+                    "capability": f"{props.major}.{props.minor}", "driver": nvidia.driver_version()})
         return out
 
     def set_numerics_policy(self, policy: NumericsPolicy) -> dict[str, Any]:
@@ -150,7 +149,7 @@ class NpuDevice(Device):
 
     def _npu(self) -> Any:
         if self.backend is None:
-            self.backend = _import_torch_npu(self.spec)
+            self.backend = import_torch_npu(self.spec)
         return self.backend
 
     def check_present(self) -> None:
@@ -168,8 +167,8 @@ class NpuDevice(Device):
     def versions(self) -> dict[str, Any]:
         out = super().versions()
         npu = self._npu()
-        out.update({"torch_npu": getattr(npu, "__version__", None), "cann": _cann_version(npu),
-                    "soc": _call(npu.npu, "get_device_name"), "driver": _npu_driver(), "standin": self.standin})
+        out.update({"torch_npu": getattr(npu, "__version__", None), "cann": cann_version(npu),
+                    "soc": _call(npu.npu, "get_device_name"), "driver": npu_driver(), "standin": self.standin})
         return out
 
     def set_numerics_policy(self, policy: NumericsPolicy) -> dict[str, Any]:
@@ -228,10 +227,10 @@ def parse_device(spec: str) -> Device:
     if base == "cuda":
         return CudaDevice(spec=text, kind="cuda", torch_device=f"cuda:{index or 0}")
     if base == "npu":
-        if _torch_npu_installed() or os.environ.get(STANDIN_ENV) != "1":
+        if torch_npu_installed() or os.environ.get(STANDIN_ENV) != "1":
             return NpuDevice(spec=text, kind="npu", torch_device=f"npu:{index or 0}")
         dev = NpuDevice(spec=text, kind="npu", torch_device="cpu", standin=True)
-        dev.backend = standin_backend()
+        dev.backend = present_backend()
         return dev
     raise NpuportError(f"unknown device {spec!r}", SPEC_HELP, spec)
 
@@ -249,34 +248,6 @@ def _parse_fault(text: str) -> FaultSpec:
     return FaultSpec(op=op, module=module, scale=value)
 
 
-def _torch_npu_installed() -> bool:
-    return importlib.util.find_spec("torch_npu") is not None
-
-
-def _import_torch_npu(spec: str) -> Any:
-    try:
-        import torch_npu  # noqa: F401, PLC0415 - registers the npu backend with torch; imported only when asked for
-    except ImportError:
-        raise NpuportError(f"device {spec!r} is not present", f"torch_npu and CANN installed (or {STANDIN_ENV}=1 in tests)",
-                           "torch_npu is not installed") from None
-    except Exception as exc:  # CANN missing or mismatched: torch_npu fails at import
-        raise NpuportError(f"device {spec!r} is not present", "a working torch_npu + CANN", f"{type(exc).__name__}: {exc}") from None
-    return torch_npu
-
-
-def standin_backend() -> Any:
-    """A CPU-backed object with the torch_npu attributes npuport touches; records what was set on it."""
-    ns = types.SimpleNamespace
-    calls: list[Any] = []
-    npu = ns(matmul=ns(allow_hf32=False), conv=ns(allow_hf32=True), config=ns(allow_internal_format=False),
-             is_available=lambda: True, synchronize=lambda: None,
-             manual_seed_all=lambda s: calls.append(("manual_seed_all", s)),
-             set_option=lambda opts: calls.append(("set_option", dict(opts))),
-             use_compatible_impl=lambda flag: calls.append(("use_compatible_impl", flag)),
-             get_device_name=lambda: "CPU stand-in", max_memory_allocated=lambda: None)
-    return ns(__version__="standin", npu=npu, calls=calls)
-
-
 def _call(obj: Any, name: str) -> Any:
     fn = getattr(obj, name, None)
     try:
@@ -285,30 +256,3 @@ def _call(obj: Any, name: str) -> Any:
         return None
 
 
-def _cann_version(npu: Any) -> str | None:
-    version = getattr(getattr(npu, "version", None), "cann", None)
-    if version:
-        return str(version)
-    home = os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")
-    for path in ([os.path.join(home, "version.cfg")] if home else []) + ["/usr/local/Ascend/ascend-toolkit/latest/version.cfg"]:
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                return fh.read().strip().splitlines()[-1][:200]
-    return None
-
-
-def _npu_driver() -> str | None:
-    path = "/usr/local/Ascend/driver/version.info"
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return " ".join(fh.read().split())[:200]
-    return None
-
-
-def _nvidia_driver() -> str | None:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None

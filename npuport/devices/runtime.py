@@ -1,4 +1,5 @@
-"""The device a benchmark runs on: name, timing clock, synchronize, graph capture, CPU pinning, clock state.
+"""The device a benchmark runs on, named by its string (cpu, cuda[:i], npu[:i]): resolve, name, chip, timing clock,
+synchronize, graph capture, CPU pinning.
 
 Every accelerator specific is imported lazily inside a function (STYLE 6): `torch_npu` only when the user
 asks for an npu device (through npuport/devices/device.py, which owns that import), CUDA only when one is present.
@@ -9,18 +10,13 @@ persistence setting is ever changed here.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import platform
-import shutil
-import subprocess
-import threading
-import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import torch
 
+from npuport.devices.backend import torch_npu_installed
 from npuport.devices.device import parse_device
 from npuport.devices.timer import Clock, DeviceEventClock, HostClock
 from npuport.errors import NpuportError
@@ -31,8 +27,8 @@ _CHIP_NAMES = (("H200", "H200"), ("H100", "H100-SXM"), ("A100", "A100-SXM-80GB")
 
 
 def _npu_module() -> Any:
-    """torch.npu, with torch_npu imported the project's way (npuport/devices/device.py) when that module is there."""
-    if importlib.util.find_spec("torch_npu") is None:
+    """torch.npu, with torch_npu imported the project's way (npuport.devices.backend) when that module is there."""
+    if not torch_npu_installed():
         return None
     try:
         parse_device("npu").check_present()  # imports torch_npu the project's way
@@ -113,21 +109,6 @@ def chip_for(device: str) -> str | None:
     return None
 
 
-def free_memory(device: str) -> int:
-    mod = backend(device)
-    if mod is not None and hasattr(mod, "mem_get_info"):
-        free, _total = mod.mem_get_info(index_of(device))
-        return int(free)
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 8 << 30
-
-
 @contextlib.contextmanager
 def pinned(cpu: int | None) -> Iterator[None]:
     """Pin the launching thread (this process's main thread) to one CPU core for the run, then restore."""
@@ -174,140 +155,4 @@ def graph_replay(device: str, fn: Callable[[], Any], calls: int) -> Callable[[An
 
 # --- clock state (read only) -------------------------------------------------------------------------------
 
-_NV_FIELDS = ("clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.memory", "utilization.gpu",
-              "temperature.gpu", "power.draw", "power.limit", "pstate")
-_nv_valid: list[tuple[str, ...]] = []  # the fields this nvidia-smi accepts, found on first use
-_NV_REASON_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
-# nvidia-smi's event-reason bits that mean the clock is held down by power, heat or a hardware slowdown.
-_NV_SLOWDOWN = {0x4: "software power cap", 0x8: "hardware slowdown", 0x20: "software thermal slowdown",
-                0x40: "hardware thermal slowdown", 0x80: "hardware power brake"}
-
-
-def _run(cmd: list[str], timeout: float = 5.0) -> str | None:
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return res.stdout if res.returncode == 0 else None
-
-
-def _num(text: str) -> float | str:
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
-def _nv_query(fields: tuple[str, ...], index: int) -> list[str] | None:
-    out = _run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", str(index)])
-    if not out or not out.strip():
-        return None
-    parts = out.strip().splitlines()[0].split(",")
-    return parts if len(parts) == len(fields) else None
-
-
-def nvidia_clocks(index: int) -> dict[str, Any] | None:
-    """Read-only nvidia-smi query of clocks, load, temperature and power (fields this driver lacks are left out)."""
-    if not _nv_valid:
-        if shutil.which("nvidia-smi") is None:
-            return None
-        ok = _NV_FIELDS if _nv_query(_NV_FIELDS, index) else tuple(f for f in _NV_FIELDS if _nv_query((f,), index))
-        _nv_valid.append(ok)
-    fields = _nv_valid[0]
-    parts = _nv_query(fields, index) if fields else None
-    if parts is None:
-        return None
-    values: dict[str, Any] = dict(zip(fields, (_num(v) for v in parts)))
-    for name in _NV_REASON_FIELDS:
-        got = _run(["nvidia-smi", f"--query-gpu={name}", "--format=csv,noheader", "-i", str(index)])
-        if got:
-            values["event_reasons"] = got.strip().splitlines()[0].strip()
-            break
-    return values
-
-
-def clock_warnings(sample: dict[str, Any]) -> list[str]:
-    """Why a clock sample taken under load looks throttled (empty when it does not)."""
-    out = []
-    sm, top = sample.get("clocks.sm"), sample.get("clocks.max.sm")
-    if isinstance(sm, float) and isinstance(top, float) and top > 0 and sm < 0.85 * top:
-        out.append(f"SM clock {sm:.0f} MHz under load is {sm / top:.0%} of its {top:.0f} MHz maximum")
-    reasons = sample.get("event_reasons")
-    if isinstance(reasons, str) and reasons.startswith("0x"):
-        bits = int(reasons, 16)
-        named = [name for bit, name in _NV_SLOWDOWN.items() if bits & bit]
-        if named:
-            out.append("clock event reasons active: " + ", ".join(named))
-    return out
-
-
-def cpu_clocks() -> dict[str, Any]:
-    base = "/sys/devices/system/cpu/cpu0/cpufreq/"
-    out: dict[str, Any] = {}
-    for key in ("scaling_cur_freq", "scaling_max_freq", "cpuinfo_max_freq", "scaling_governor"):
-        try:
-            with open(base + key, encoding="utf-8") as fh:
-                out[key] = _num(fh.read())
-        except OSError:
-            continue
-    if not out:
-        out["note"] = "the kernel exposes no cpufreq data here (common in VMs)"
-    return out
-
-
-def clock_state(device: str) -> dict[str, Any]:
-    """What the device says about its clocks right now; {'available': False, ...} when it says nothing."""
-    kind = kind_of(device)
-    if kind == "cuda":
-        got = nvidia_clocks(index_of(device))
-        return {"available": True, "source": "nvidia-smi", **got} if got else {"available": False, "source": "nvidia-smi not found or failed"}
-    if kind == "npu":
-        raw = _run(["npu-smi", "info"])
-        return {"available": bool(raw), "source": "npu-smi info", "raw": (raw or "").splitlines()[:40]}
-    return {"available": True, "source": "/sys/devices/system/cpu/cpu0/cpufreq", **cpu_clocks()}
-
-
-@dataclass
-class ClockSampler:
-    """Samples nvidia-smi in a background thread while the benchmark runs, so the clock is read under load."""
-
-    device: str
-    interval_s: float = 1.0
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def __enter__(self) -> "ClockSampler":
-        if kind_of(self.device) == "cuda" and shutil.which("nvidia-smi"):
-            index = index_of(self.device)
-
-            def loop() -> None:
-                while not self._stop.wait(self.interval_s):
-                    got = nvidia_clocks(index)
-                    if got:
-                        self.samples.append({"t": time.monotonic(), **got})
-
-            self._thread = threading.Thread(target=loop, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def summary(self) -> dict[str, Any]:
-        busy = [s for s in self.samples if isinstance(s.get("utilization.gpu"), float) and s["utilization.gpu"] >= 50]
-        sm = sorted(s["clocks.sm"] for s in busy if isinstance(s.get("clocks.sm"), float))
-        warnings: list[str] = []
-        for s in busy:
-            for w in clock_warnings(s):
-                if w not in warnings:
-                    warnings.append(w)
-        return {"samples": len(self.samples), "busy_samples": len(busy),
-                "sm_clock_mhz_under_load": {"min": sm[0], "median": sm[len(sm) // 2], "max": sm[-1]} if sm else None,
-                "warnings": warnings}
 

@@ -27,7 +27,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from npuport.errors import NpuportError
-from npuport.parity.capture import Capture, Entry
+from npuport.parity.entries import Capture, Entry
 from npuport.parity.stats import Stats, StatsTable
 
 SCHEMA = "npuport.parity-artifact/1"

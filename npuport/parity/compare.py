@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from npuport.parity.capture import Capture, Entry
+from npuport.parity.entries import Capture, Entry
 from npuport.parity.metrics import Metrics, stats_metrics, tensor_metrics
 from npuport.parity.tolerances import INTEGER, Tolerance, Tolerances
 

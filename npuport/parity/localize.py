@@ -18,14 +18,15 @@ from typing import Any
 
 import torch
 
-from npuport.parity.capture import Capture, ModuleStack, call_key
 from npuport.parity.compare import Comparison, EntryResult
+from npuport.parity.entries import Capture, call_key
 from npuport.parity.metrics import Metrics, stats_metrics, tensor_metrics
 from npuport.parity.modes import Float64Mode, OpTap
 from npuport.parity.session import LiveSide, Prepared, modes_for
 from npuport.parity.stats import tensor_stats
 from npuport.parity.tolerances import Tolerances
 from npuport.parity.tree import from_spec, leaf_paths, map_tensors, to_spec
+from npuport.trace.modules import ModuleStack
 from npuport.trace.naming import op_name
 
 _NOT_RERUN = ("empty", "rand", "normal", "bernoulli", "dropout", "uniform", "exponential", "multinomial")

@@ -19,8 +19,8 @@ import npuport
 from npuport.devices.device import Device, NumericsPolicy, parse_device, preserved_numerics
 from npuport.errors import NpuportError
 from npuport.parity.artifact import Artifact, check_writable, load_artifact, save_artifact
-from npuport.parity.capture import Capture, CaptureOptions
 from npuport.parity.compare import Comparison, compare
+from npuport.parity.entries import Capture, CaptureOptions
 from npuport.parity.localize import FirstDivergence, first_divergence, replay
 from npuport.parity.session import (
     GENERATOR,

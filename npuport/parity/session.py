@@ -20,9 +20,11 @@ from npuport.devices.device import Device, NumericsPolicy
 from npuport.errors import NpuportError
 from npuport.model.loading import LoadedModel, describe_exception, load_target, parse_dtype
 from npuport.model.scenarios import Scenario, parse_scenario
-from npuport.parity.capture import Capture, CaptureOptions, ModuleStack, run_capture
+from npuport.parity.capture import run_capture
+from npuport.parity.entries import Capture, CaptureOptions
 from npuport.parity.modes import FaultMode, Float64Mode
 from npuport.parity.tree import from_spec, map_tensors, opaque_types, to_spec
+from npuport.trace.modules import ModuleStack
 
 GENERATOR = "npuport.seeded-cpu-build/1"  # torch.manual_seed(seed); build the model on the CPU; eval()
 

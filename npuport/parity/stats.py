@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from npuport.devices.memory import device_free_bytes
 from npuport.parity import stats_triton
 from npuport.parity.stats_layout import FIELDS as _FIELDS
 from npuport.parity.stats_layout import SAMPLE
@@ -124,23 +125,9 @@ AUTO_MAX = 8 << 30  # ... at most this
 HOST_BUDGET = 1 << 30  # CPU tensors, or a device whose free memory cannot be read
 
 
-def free_device_bytes(device: torch.device) -> int | None:
-    """Bytes a new allocation on `device` can use: the driver's free memory plus what the caching allocator holds
-    unused. None for the CPU and for devices whose backend does not say."""
-    backend = getattr(torch, device.type, None) if device.type in ("cuda", "npu") else None
-    if backend is None or not hasattr(backend, "mem_get_info"):
-        return None
-    try:
-        free, _ = backend.mem_get_info(device)
-        cached = int(backend.memory_reserved(device)) - int(backend.memory_allocated(device))
-    except Exception:  # a stand-in backend or an old runtime: fall back to the fixed budget
-        return None
-    return int(free) + max(cached, 0)
-
-
 def auto_budget(device: torch.device) -> int:
     """The queue budget for tensors on `device` when none was given (see AUTO_SHARE)."""
-    free = free_device_bytes(device)
+    free = device_free_bytes(device, include_cached=True)
     if free is None:
         return HOST_BUDGET
     return max(AUTO_MIN, min(AUTO_MAX, free // AUTO_SHARE))

@@ -158,7 +158,7 @@ class _OpRecorder(TorchDispatchMode):
             api = f"backward of {api}" if tag else api
         else:
             phase = "forward"
-            module, module_type = self.modules.current()
+            module, module_type = self.modules.current_frame()
             if not ctx.source_known:
                 ctx.source, ctx.source_known = user_source(2), True
             source, api = ctx.source, ctx.api
@@ -233,7 +233,7 @@ class _ApiMode(TorchFunctionMode):
                 todo.append(t.grad_fn)
         if not todo:
             return
-        module, module_type = self.modules.current()
+        module, module_type = self.modules.current_frame()
         tag = (module, module_type, ctx.source, ctx.api, ctx.frame.id if ctx.frame is not None else None)
         while todo:
             node = todo.popleft()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from npuport.devices import clocks
 from npuport.devices import runtime as dev
 from npuport.errors import NpuportError
 
@@ -16,22 +17,22 @@ def test_resolve_and_clock_on_cpu():
         dev.resolve("tpu")
     with pytest.raises(NpuportError):
         dev.resolve("cuda:x")
-    state = dev.clock_state("cpu")
+    state = clocks.clock_state("cpu")
     assert state["available"]
 
 
 def test_throttle_warnings_from_a_clock_sample():
     cool = {"clocks.sm": 1980.0, "clocks.max.sm": 1980.0, "event_reasons": "0x0000000000000000"}
-    assert dev.clock_warnings(cool) == []
+    assert clocks.clock_warnings(cool) == []
     hot = {"clocks.sm": 1200.0, "clocks.max.sm": 1980.0, "event_reasons": "0x0000000000000040"}
-    got = dev.clock_warnings(hot)
+    got = clocks.clock_warnings(hot)
     assert any("61%" in w for w in got) and any("hardware thermal slowdown" in w for w in got)
     idle = {"event_reasons": "0x0000000000000001"}  # GPU idle is not a slowdown
-    assert dev.clock_warnings(idle) == []
+    assert clocks.clock_warnings(idle) == []
 
 
 def test_sampler_summary_uses_busy_samples_only():
-    s = dev.ClockSampler("cpu")
+    s = clocks.ClockSampler("cpu")
     s.samples = [{"utilization.gpu": 0.0, "clocks.sm": 345.0, "clocks.max.sm": 1980.0},
                  {"utilization.gpu": 99.0, "clocks.sm": 1980.0, "clocks.max.sm": 1980.0},
                  {"utilization.gpu": 97.0, "clocks.sm": 1500.0, "clocks.max.sm": 1980.0}]

@@ -10,7 +10,7 @@ import torch
 
 from npuport.errors import NpuportError
 from npuport.parity import artifact as art
-from npuport.parity.capture import CaptureOptions
+from npuport.parity.entries import CaptureOptions
 from npuport.parity.run import record, run_parity
 from npuport.parity.session import RunOptions, Target
 

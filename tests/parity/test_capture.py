@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from npuport.devices.device import parse_device
-from npuport.parity.capture import CaptureOptions
+from npuport.parity.entries import CaptureOptions
 from npuport.parity.run import run_parity
 from npuport.parity.session import RunOptions, Target, prepare, run_side
 

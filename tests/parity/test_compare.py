@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from npuport.parity.capture import Capture, Entry
 from npuport.parity.compare import compare
+from npuport.parity.entries import Capture, Entry
 from npuport.parity.tolerances import load_tolerances
 
 

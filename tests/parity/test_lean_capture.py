@@ -19,7 +19,8 @@ import pytest
 import torch
 
 from npuport.devices.device import parse_device
-from npuport.parity.capture import CaptureOptions, Capturer
+from npuport.parity.capture import Capturer
+from npuport.parity.entries import CaptureOptions
 from npuport.parity.session import RunOptions, Target, device_inputs, modes_for, place, prepare
 from npuport.parity.stats import _packed_group, _unpack
 
@@ -229,7 +230,7 @@ def test_lean_flushes_keep_statistics_and_small_tensors_deduplicated(llama_confi
     pos = {e.blob for e in small.entries if e.leaf == ".kwargs.position_ids"}
     assert len(pos) == 1 and len([e for e in small.entries if e.leaf == ".kwargs.position_ids"]) > 2
     # larger tensors are let go at each flush, so one seen before and after a flush gets a second blob
-    monkeypatch.setattr("npuport.parity.capture._SMALL", 0)
+    monkeypatch.setattr("npuport.parity.recorders._SMALL", 0)
     _, none_kept = _capture(prep, CaptureOptions(mode="stats", op_sequence=False, budget_bytes=4096))
     assert len(none_kept.stats) > len(small.stats) == len(big.stats)
     assert len({e.blob for e in none_kept.entries if e.leaf == ".kwargs.position_ids"}) > 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from npuport.parity.capture import CaptureOptions
+from npuport.parity.entries import CaptureOptions
 from npuport.parity.run import record, run_parity
 from npuport.parity.session import RunOptions, Target
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from npuport.devices.backend import import_torch_npu
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -17,7 +19,7 @@ def main() -> None:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--cann", required=True, type=Path)
     args = ap.parse_args()
-    import torch_npu  # noqa: F401, PLC0415 - lazy by construction: this module runs only on NPU hosts
+    torch_npu = import_torch_npu("npu")
     from torch.utils.cpp_extension import load  # noqa: PLC0415 - optional dependency, imported where it is used
 
     npu_root = Path(torch_npu.__file__).parent

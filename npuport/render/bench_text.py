@@ -1,0 +1,89 @@
+"""The bench report as the terminal shows it (a rich table), rendered from its JSON form (schema npuport.bench/1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+
+def _t(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    if seconds >= 1e-6:
+        return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e9:.1f} ns"
+
+
+def _rate(c: dict[str, Any]) -> str:
+    flops_s, bytes_s = c["achieved_flops_per_s"], c["achieved_bytes_per_s"]
+    if c["bound"] == "compute" or (c["bound"] is None and c["matrix"]):
+        return f"{flops_s / 1e12:.1f} TFLOP/s" if flops_s else "-"
+    return f"{bytes_s / 1e9:.0f} GB/s" if bytes_s else (f"{flops_s / 1e12:.2f} TFLOP/s" if flops_s else "-")
+
+
+def _pct(x: float | None) -> str:
+    return f"{x:.0%}" if x is not None else "-"
+
+
+def _others(c: dict[str, Any]) -> str:
+    parts = []
+    for cand in c["candidates"]:
+        if cand["name"] == "eager":
+            continue
+        ratio = cand["speedup_vs_eager"]
+        parts.append(f"{cand['name']} {ratio:.2f}x" if ratio else f"{cand['name']} n/a")
+    return ", ".join(parts) or "-"
+
+
+def _eager_timing(c: dict[str, Any]) -> dict[str, Any] | None:
+    return next((cand["timing"] for cand in c["candidates"] if cand["name"] == "eager"), None)
+
+
+def render_text(data: dict[str, Any], console: Any) -> None:
+    dev = data["device"]
+    chip = dev["chip"] or "no chip profile"
+    console.print("[bold]npuport bench[/bold] " + escape(f"{data['model'].get('name')} / {data['scenario']} on {dev['name']} "
+                  f"({dev['description']}; roofline {chip}; {dev['clock']})"))
+    table = Table(show_lines=False, pad_edge=False)
+    for col, just in (("op [input shapes]", "left"), ("dtype", "left"), ("calls", "right"), ("median", "right"),
+                      ("spread", "right"), ("estimate", "right"), ("meas/est", "right"), ("achieved", "right"),
+                      ("roofline", "right"), ("vs measured ceiling", "right"), ("candidates (speedup vs eager)", "left"),
+                      ("kernel path", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for c in data["cases"]:
+        label = f"{c['op']} [{c['signature']}]"
+        m = _eager_timing(c)
+        kc = c["kernel_check"]
+        kernel = "-" if kc is None or kc["verdict"] == "none" else f"{kc['verdict']}: {kc['path'] or '?'}"
+        if c["error"]:
+            table.add_row(escape(label), c["dtype"], str(c["calls"]), "error", "", "", "", "", "", "", escape(c["error"][:80]), "")
+            continue
+        vs = c["measured_vs_estimated"]
+        table.add_row(escape(label), c["dtype"], str(c["calls"]), _t(m["median_s"] if m else None),
+                      _pct(m["spread"] if m else None), _t(c["estimated_s"]), f"{vs:.2f}x" if vs else "-",
+                      _rate(c), _pct(c["attainment"]), _pct(c["attainment_vs_measured_ceiling"]), escape(_others(c)),
+                      escape(kernel))
+    console.print(table)
+    e2e = data["end_to_end"]
+    if e2e is not None:
+        console.print(escape(f"end-to-end: {e2e['verdict']}"))
+        for n in e2e["notes"]:
+            console.print(escape(f"  note: {n}"))
+    for s in data["skipped"]:
+        console.print(escape(f"skipped: {s['op']} [{s['signature']}]: {s['reason']}"))
+    for w in data["warnings"]:
+        console.print("[yellow]warning:[/yellow] " + escape(w))
+    for n in data["notes"]:
+        console.print(escape(f"note: {n}"))
+    clock_state = data["clock_state"]
+    under = (clock_state.get("under_load") or {}).get("sm_clock_mhz_under_load")
+    before = clock_state.get("before") or {}
+    if before.get("clocks.max.sm"):
+        console.print(f"clocks: SM max {before['clocks.max.sm']} MHz; under load {under or 'not sampled'}; "
+                      f"before: SM {before.get('clocks.sm')} MHz, {before.get('pstate', '')}, reasons {before.get('event_reasons', '?')}")
+    if data["emitted"]:
+        console.print(f"wrote {len(data['emitted'])} repro script(s) to {data['emitted'][0].rsplit('/', 1)[0]}")
