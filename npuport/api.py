@@ -1,43 +1,95 @@
-"""The Python facade: one function per thing the CLI does (audit, static scan, migrate, coverage, parity, bench),
-so everything the CLI does can be done from Python. Nothing inside npuport imports this module."""
+"""The Python facade: one function per thing the CLI does, each taking an options dataclass, so everything the CLI
+does can be done from Python. The CLI parses flags into these options, calls one function and renders the result.
+Nothing inside npuport imports this module.
+
+    audit(ModelSpec, AuditOptions)            -> (AuditReport, its JSON form)
+    static_scan(path, suppress)               -> ScanReport
+    migrate(path, MigrateOptions)             -> Program (the diff, nothing written); write_migration(program, force)
+    coverage_show / coverage_diff / coverage_list
+    parity_run / parity_compare(ref, dev, ModelSpec | None, ParityOptions) -> ParityResult; parity_record -> its directory
+    bench(BenchSource, BenchRun)              -> BenchReport
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from npuport import coverage
 from npuport.audit.json_form import audit_to_json
 from npuport.audit.pipeline import run_audit
 from npuport.audit.report import AuditReport
+from npuport.bench.harness import BenchOptions
+from npuport.bench.runner import BenchReport, run_bench
 from npuport.cost.roofline import get_chip
+from npuport.coverage.diff import CoverageDiff, diff_versions
+from npuport.coverage.resolve import Resolution
+from npuport.devices.device import NumericsPolicy
 from npuport.errors import NpuportError
 from npuport.fusion.routes import weights
 from npuport.model.loading import LoadedModel, load_target
-from npuport.model.scenarios import parse_scenarios
+from npuport.model.scenarios import parse_scenario, parse_scenarios
+from npuport.parity.entries import CaptureOptions
+from npuport.parity.run import ParityResult, is_artifact_path, record, run_parity
+from npuport.parity.session import RunOptions, Target
+from npuport.parity.tolerances import load_tolerances
 from npuport.rules import suppress as _suppress
+from npuport.scan.migrate import Program, migrate_program
+from npuport.scan.migrate import write_migration as _write_one
 from npuport.scan.source_scan import ScanReport, scan
 
-__all__ = ["LoadedModel", "load_target", "audit_model", "static_scan"]
+Progress = Callable[[str], None] | None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The model a user names: a model.py (optionally file.py:function via `entry`) or a Hugging Face config."""
+
+    model: str | None = None
+    hf_config: str | None = None
+    entry: str | None = None
+    dtype: str | None = None
+    attn: str | None = None
+    part: str = "text"  # a composite (multimodal) config: its text decoder, or "full"
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    scenarios: tuple[str, ...] = ()  # default: train, prefill, decode
+    chip: str = "Ascend910B"
+    torch_npu: str | None = None
+    route_preset: str = "default"
+    route_weights: str | None = None
+    suppress: tuple[str, ...] = ()
+    reproducibility: bool = False
+
+
+def audit(spec: ModelSpec, opts: AuditOptions = AuditOptions(), progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
+    """Run the audit and return the report object and its JSON form (schema npuport.audit/1)."""
+    get_chip(opts.chip)  # reject bad options before loading anything
+    weights(opts.route_preset, opts.route_weights)
+    if opts.torch_npu is not None and opts.torch_npu not in coverage.available_versions():
+        raise NpuportError(f"no coverage data for torch_npu {opts.torch_npu}", "one of " + ", ".join(coverage.available_versions()), opts.torch_npu)
+    parsed = parse_scenarios(list(opts.scenarios))
+    target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, part=spec.part)
+    if opts.suppress:
+        _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
+    report = run_audit(target, parsed, chip=opts.chip, torch_npu=opts.torch_npu, progress=progress,
+                       route_preset=opts.route_preset, route_weights=opts.route_weights,
+                       reproducibility=opts.reproducibility, suppress=list(opts.suppress))
+    return report, audit_to_json(report)
 
 
 def audit_model(model: str | None = None, hf_config: str | None = None, entry: str | None = None,
                 scenarios: list[str] | None = None, chip: str = "Ascend910B", torch_npu: str | None = None,
-                dtype: str | None = None, attn: str | None = None, part: str = "text",
-                progress: Callable[[str], None] | None = None, route_preset: str = "default",
-                route_weights: str | None = None, suppress: list[str] | tuple[str, ...] = (),
-                reproducibility: bool = False) -> tuple[AuditReport, dict[str, Any]]:
-    """Run the audit and return the report object and its JSON form (schema npuport.audit/1)."""
-    get_chip(chip)  # reject bad options before loading anything
-    weights(route_preset, route_weights)
-    if torch_npu is not None and torch_npu not in coverage.available_versions():
-        raise NpuportError(f"no coverage data for torch_npu {torch_npu}", "one of " + ", ".join(coverage.available_versions()), torch_npu)
-    parsed = parse_scenarios(scenarios)
-    target = load_target(model, hf_config, entry, dtype, attn, part=part)
-    if suppress:
-        _suppress([], list(suppress))  # reject a malformed pattern before the audit runs
-    report = run_audit(target, parsed, chip=chip, torch_npu=torch_npu, progress=progress, route_preset=route_preset,
-                       route_weights=route_weights, reproducibility=reproducibility, suppress=list(suppress))
-    return report, audit_to_json(report)
+                dtype: str | None = None, attn: str | None = None, part: str = "text", progress: Progress = None,
+                route_preset: str = "default", route_weights: str | None = None,
+                suppress: list[str] | tuple[str, ...] = (), reproducibility: bool = False) -> tuple[AuditReport, dict[str, Any]]:
+    """`audit` with keyword arguments (scripts and notebooks)."""
+    return audit(ModelSpec(model, hf_config, entry, dtype, attn, part),
+                 AuditOptions(tuple(scenarios or ()), chip, torch_npu, route_preset, route_weights, tuple(suppress), reproducibility),
+                 progress)
 
 
 def static_scan(model: str, suppress: list[str] | tuple[str, ...] = ()) -> ScanReport:
@@ -46,3 +98,149 @@ def static_scan(model: str, suppress: list[str] | tuple[str, ...] = ()) -> ScanR
     if suppress:
         report.diagnostics = _suppress(report.diagnostics, list(suppress))
     return report
+
+
+@dataclass(frozen=True)
+class MigrateOptions:
+    root: str | None = None  # diff paths are relative to this folder (default: the current one)
+    follow: bool = True  # also migrate the local modules the entry file imports
+
+
+def migrate(model: str, opts: MigrateOptions = MigrateOptions()) -> Program:
+    """The mechanical CUDA -> NPU edits of a program, as one diff and per-file diagnostics; nothing is written."""
+    return migrate_program(model, root=opts.root, follow=opts.follow)
+
+
+def write_migration(program: Program, force: bool = False) -> list[tuple[str, Path]]:
+    """Write every changed file after copying its original to FILE.bak: (file, backup) per file written. Every
+    backup is checked before any file is touched, so a refusal leaves the program as it was."""
+    changed = [m for m in program.files if m.changed]
+    clash = [m for m in changed if m.path.with_name(m.path.name + ".bak").exists()]
+    if clash and not force:
+        b = clash[0].path.with_name(clash[0].path.name + ".bak")
+        raise NpuportError(f"backup {b} already exists", "no earlier backup, or --force to replace it", str(b))
+    out = []
+    for m in changed:
+        backup = _write_one(m, force=force)
+        if backup is not None:
+            out.append((m.display, backup))
+    return out
+
+
+def coverage_show(op: str, version: str | None = None) -> tuple[str, list[Resolution]]:
+    """(the release chosen, OP's status in every checked-in release)."""
+    chosen = coverage.load(version).version
+    return chosen, [coverage.resolve(op, v) for v in coverage.available_versions()]
+
+
+def coverage_diff(old: str, new: str) -> CoverageDiff:
+    return diff_versions(coverage.load(old).version, coverage.load(new).version)
+
+
+def coverage_list(status: str, version: str | None = None) -> tuple[str, list[Resolution]]:
+    """(the release, every op of it with `status`)."""
+    chosen = version or coverage.default_version()
+    rows = [r for r in coverage.resolve_all(chosen).values() if r.status == status]
+    return coverage.load(chosen).version, rows
+
+
+@dataclass(frozen=True)
+class ParityOptions:
+    scenario: str = "prefill:batch=1,seq=128"
+    seed: int = 0
+    stats_only: bool = False
+    ops: bool = False
+    op_sequence: bool | None = None  # default: on, off with stats_only
+    backward: bool = False
+    keep: tuple[str, ...] = ()
+    stats_budget_mib: int | None = None
+    allow_tf32: bool = False
+    deterministic: bool = True
+    train_mode: bool = False
+    store_weights: bool | None = None  # record only; default: stored unless stats_only
+    golden: str | None = None
+    k: float | None = None
+    rel_l2: float | None = None
+    localize: bool = True
+    allow_unmatched: bool = False
+
+    def run_options(self) -> RunOptions:
+        parse_scenario(self.scenario)  # a bad scenario is a usage error before anything loads
+        seq = self.op_sequence if self.op_sequence is not None else not self.stats_only
+        capture = CaptureOptions(mode="stats" if self.stats_only else "full", ops=self.ops, op_sequence=seq or self.ops,
+                                 backward=self.backward or self.scenario.startswith("train"), keep=tuple(self.keep),
+                                 budget_bytes=self.stats_budget_mib << 20 if self.stats_budget_mib else None)
+        policy = NumericsPolicy(deterministic=self.deterministic, allow_tf32=self.allow_tf32)
+        return RunOptions(scenario=self.scenario, seed=self.seed, capture=capture, policy=policy, train_mode=self.train_mode,
+                          store_weights=self.store_weights)
+
+
+def _target(spec: ModelSpec | None) -> Target | None:
+    if spec is None:
+        return None
+    if spec.model and spec.hf_config:
+        raise NpuportError("give one model", "MODEL (a model.py) or --hf CONFIG.json, not both", f"MODEL={spec.model!r}, --hf={spec.hf_config!r}")
+    if not spec.model and not spec.hf_config:
+        return None
+    return Target(model=spec.model, hf_config=spec.hf_config, entry=spec.entry, dtype=spec.dtype, attn=spec.attn or "auto")
+
+
+def parity_run(ref: str, dev: str, spec: ModelSpec | None, opts: ParityOptions = ParityOptions(),
+               progress: Progress = None) -> ParityResult:
+    """Compare `dev` against `ref`, each a device spec (cuda, npu, cpu, ...) or a record directory."""
+    target = _target(spec)
+    tols = load_tolerances().with_overrides(k=opts.k, rel_l2=opts.rel_l2)
+    return run_parity(ref, dev, target, opts.run_options(), golden=opts.golden, tolerances=tols,
+                      localize=opts.localize, allow_unmatched=opts.allow_unmatched, progress=progress)
+
+
+def parity_compare(ref: str, dev: str, spec: ModelSpec | None, opts: ParityOptions = ParityOptions(),
+                   progress: Progress = None) -> ParityResult:
+    """Compare a record (`ref`, written by parity_record on another machine) against `dev`: a device to run the
+    model on now (rebuilt with the record's weights and inputs), or a second record."""
+    if not is_artifact_path(ref):
+        raise NpuportError(f"--ref {ref!r} is not a record directory", "a directory written by `npuport parity record`", ref)
+    return parity_run(ref, dev, spec, opts, progress)
+
+
+def parity_record(spec: ModelSpec, dev: str, output: str, opts: ParityOptions = ParityOptions(), force: bool = False,
+                  progress: Progress = None) -> Path:
+    """Run the model on `dev` and write its record (manifest.json + safetensors) to `output`, atomically."""
+    target = _target(spec)
+    if target is None:
+        raise NpuportError("no model given", "MODEL (a model.py) or --hf CONFIG.json", "nothing")
+    return record(target, dev, opts.run_options(), output, force=force, progress=progress)
+
+
+@dataclass(frozen=True)
+class BenchSource:
+    """What to benchmark: a model (audited on fake tensors first) or an audit JSON written earlier."""
+
+    spec: ModelSpec = field(default_factory=ModelSpec)
+    audit_json: str | None = None
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    scenario: str | None = None
+    top: int | None = None
+    shapes: int = 3
+    device: str = "auto"
+    chip: str | None = None
+    options: BenchOptions = field(default_factory=BenchOptions)
+    e2e: bool = True
+    e2e_ops: str = "all"
+    emit: str | None = None
+    pin_cpu: int | None = None
+
+
+def bench(source: BenchSource, run: BenchRun = BenchRun(), progress: Progress = None) -> BenchReport:
+    s = source.spec
+    return run_bench(model=s.model, hf_config=s.hf_config, entry=s.entry, audit_json=source.audit_json, scenario=run.scenario,
+                     top=run.top, shapes=run.shapes, device=run.device, chip=run.chip, dtype=s.dtype, attn=s.attn or "sdpa",
+                     options=run.options, e2e=run.e2e, e2e_ops=run.e2e_ops, emit=run.emit, pin_cpu=run.pin_cpu, progress=progress)
+
+
+__all__ = ["ModelSpec", "AuditOptions", "audit", "audit_model", "static_scan", "MigrateOptions", "migrate", "write_migration",
+           "coverage_show", "coverage_diff", "coverage_list", "ParityOptions", "parity_run", "parity_compare", "parity_record", "BenchSource",
+           "BenchRun", "bench", "LoadedModel", "load_target"]

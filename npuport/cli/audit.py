@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from npuport.api import audit_model, static_scan
+from npuport import api
+from npuport.api import AuditOptions, ModelSpec, static_scan
 from npuport.cli.common import handle_errors, progress_printer, write_output
 from npuport.errors import NpuportError
 from npuport.render.audit_csv import render_csv
@@ -70,10 +71,10 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
         _static(model, hf_config, fmt, output, force, suppressions, fail_on_level, inputs, quiet)
         return
     with contextlib.redirect_stdout(sys.stderr):  # what the user's model prints must not corrupt the report on stdout
-        report, data = audit_model(model=model, hf_config=hf_config, entry=entry, scenarios=list(scenarios), chip=chip,
-                               torch_npu=torch_npu, dtype=dtype, attn=attn, part=hf_part, progress=progress_printer(not quiet),
-                               route_preset=preset, route_weights=weights, suppress=suppressions,
-                                   reproducibility=reproducibility)
+        report, data = api.audit(ModelSpec(model=model, hf_config=hf_config, entry=entry, dtype=dtype, attn=attn, part=hf_part),
+                             AuditOptions(scenarios=scenarios, chip=chip, torch_npu=torch_npu, route_preset=preset,
+                                          route_weights=weights, suppress=suppressions, reproducibility=reproducibility),
+                             progress=progress_printer(not quiet))
     text = _render(data, fmt, top, show_views)
     if output:
         write_output(output, text, force, protected=inputs)

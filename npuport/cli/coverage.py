@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import json
-from typing import Any, Callable
+from typing import Any
 
 import click
 
-from npuport.coverage import STATUSES, available_versions, default_version, load, resolve, resolve_all
-from npuport.coverage.diff import diff_versions
-from npuport.errors import NpuportError
-
-
-def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """NpuportError -> 'error: <one line>' on stderr and exit code 2 (no traceback)."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except NpuportError as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise click.exceptions.Exit(2) from None
-
-    return wrapper
-
+from npuport.api import coverage_diff, coverage_list, coverage_show
+from npuport.cli.common import handle_errors
+from npuport.coverage import STATUSES
 
 _VERSION = click.option("--torch-npu", "version", default=None, metavar="VERSION",
                         help="torch_npu release (default: the newest checked in)")
@@ -41,11 +25,10 @@ def coverage() -> None:
 @click.argument("op")
 @_VERSION
 @_FORMAT
-@_user_errors
+@handle_errors
 def show(op: str, version: str | None, fmt: str) -> None:
     """Status of OP (aten::add.Tensor, aten::mm, npu::npu_rms_norm) across all checked-in releases."""
-    chosen = load(version).version
-    rows = [resolve(op, v) for v in available_versions()]
+    chosen, rows = coverage_show(op, version)
     if fmt == "json":
         click.echo(json.dumps([_as_dict(r) for r in rows], indent=2))
         return
@@ -63,10 +46,10 @@ def show(op: str, version: str | None, fmt: str) -> None:
 @click.argument("old")
 @click.argument("new")
 @_FORMAT
-@_user_errors
+@handle_errors
 def diff(old: str, new: str, fmt: str) -> None:
     """Ops that start or stop running on the NPU, or otherwise change status, from OLD to NEW."""
-    result = diff_versions(load(old).version, load(new).version)
+    result = coverage_diff(old, new)
     sections = {"added": result.added, "removed": result.removed, "changed": result.changed}
     if fmt == "json":
         click.echo(json.dumps({"old": old, "new": new, **{k: [
@@ -86,19 +69,18 @@ def diff(old: str, new: str, fmt: str) -> None:
 @click.option("--status", type=click.Choice(STATUSES), required=True)
 @_VERSION
 @_FORMAT
-@_user_errors
+@handle_errors
 def list_ops(status: str, version: str | None, fmt: str) -> None:
     """Every op of one release with the given status."""
-    chosen = version or default_version()
-    rows = [r for r in resolve_all(chosen).values() if r.status == status]
+    chosen, rows = coverage_list(status, version)
     if fmt == "json":
-        click.echo(json.dumps({"torch_npu": load(chosen).version, "status": status,
+        click.echo(json.dumps({"torch_npu": chosen, "status": status,
                                "ops": [_as_dict(r) for r in rows]}, indent=2))
         return
     for r in rows:
         extra = ", ".join(r.paths) or (r.composite_kind or "")
         click.echo(f"{r.op}" + (f"  [{extra}]" if extra else ""))
-    click.echo(f"# {len(rows)} ops {status} on torch_npu {load(chosen).version}", err=True)
+    click.echo(f"# {len(rows)} ops {status} on torch_npu {chosen}", err=True)
 
 
 def _as_dict(r: Any) -> dict[str, Any]:

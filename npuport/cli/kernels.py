@@ -18,13 +18,9 @@ from npuport.ascendc_kernels.checks import run_checks
 from npuport.ascendc_kernels.estimates import llama7b_estimates
 from npuport.ascendc_kernels.host.loader import BUILD_DIR_ENV, default_build_dir
 from npuport.ascendc_kernels.registry import KERNELS
+from npuport.cli.common import handle_errors
 from npuport.cost.roofline import get_chip
 from npuport.errors import NpuportError
-
-
-def _fail(exc: NpuportError) -> None:
-    click.echo(f"error: {exc}", err=True)
-    raise click.exceptions.Exit(exc.exit_code)
 
 
 @click.group("kernels")
@@ -34,6 +30,7 @@ def kernels() -> None:
 
 @kernels.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the registry as JSON.")
+@handle_errors
 def list_cmd(as_json: bool) -> None:
     """The kernels, the fusion patterns they replace, their constraints and what was verified where."""
     if as_json:
@@ -57,33 +54,32 @@ def list_cmd(as_json: bool) -> None:
 @click.option("--kernel", "names", multiple=True, help="Kernel to build (repeatable; default all).")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Build directory.")
 @click.option("--dry-run", is_flag=True, help="Print the commands without running them (compiles nothing).")
+@handle_errors
 def build_cmd(names: tuple[str, ...], out: Path | None, dry_run: bool) -> None:
     """Compile the kernels with the CANN toolchain (bisheng) and build the torch_npu extension."""
     out = out or default_build_dir()
     tc = find_toolchain()
-    try:
-        steps = build_steps(tc, out, list(names) or None)
-        if dry_run:
-            found = f"toolchain {tc.compiler}" if tc.found else "no CANN toolchain found here"
-            click.echo(f"dry run: printing the commands only, nothing compiled ({found})")
-            for st in steps:
-                click.echo(f"# {st.what}\n{' '.join(st.argv)}")
-            return
-        if not tc.found:
-            raise NpuportError(tc.why_not())
-        run_build(steps, out)
-    except NpuportError as exc:
-        _fail(exc)
+    steps = build_steps(tc, out, list(names) or None)
+    if dry_run:
+        found = f"toolchain {tc.compiler}" if tc.found else "no CANN toolchain found here"
+        click.echo(f"dry run: printing the commands only, nothing compiled ({found})")
+        for st in steps:
+            click.echo(f"# {st.what}\n{' '.join(st.argv)}")
+        return
+    if not tc.found:
+        raise NpuportError(tc.why_not())
+    run_build(steps, out)
     click.echo(f"built {len(steps)} steps into {out}; set {BUILD_DIR_ENV}={out} if that is not the default")
 
 
 @kernels.command("test")
 @click.option("--kernel", "names", multiple=True, help="Kernel to check (repeatable; default all).")
+@handle_errors
 def test_cmd(names: tuple[str, ...]) -> None:
     """Schedule reference vs float64 golden on awkward shapes, on CPU (not the compiled kernel)."""
     unknown = set(names) - set(KERNELS)
     if unknown:
-        _fail(NpuportError("unknown kernel", "one of " + ", ".join(KERNELS), ", ".join(sorted(unknown))))
+        raise NpuportError("unknown kernel", "one of " + ", ".join(KERNELS), ", ".join(sorted(unknown)))
     results = run_checks(list(names) or None)
     for r in results:
         click.echo(str(r))
@@ -96,12 +92,10 @@ def test_cmd(names: tuple[str, ...]) -> None:
 
 @kernels.command("perf")
 @click.option("--chip", default="Ascend910B", show_default=True, help="Chip profile (mappings/hardware.yaml).")
+@handle_errors
 def perf_cmd(chip: str) -> None:
     """Estimated time of each kernel at Llama-2-7B shapes (a model, not a measurement)."""
-    try:
-        profile = get_chip(chip)
-    except NpuportError as exc:
-        _fail(exc)
+    profile = get_chip(chip)
     for est in llama7b_estimates(profile):
         click.echo(est.render())
     click.echo("assumptions: " + "; ".join(dict.fromkeys(a for e in llama7b_estimates(profile)

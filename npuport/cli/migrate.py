@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import click
 
+from npuport.api import MigrateOptions, write_migration
+from npuport.api import migrate as migrate_api
 from npuport.cli.common import handle_errors
-from npuport.errors import NpuportError
-from npuport.scan.migrate import migrate_program, write_migration
 
 
 @click.command()
@@ -34,18 +34,13 @@ def migrate(model: str, root: str | None, no_follow: bool, write: bool, force: b
       npuport migrate pretrain/tinyllama.py --root .      # follows lit_gpt/ through sys.path.append
       npuport migrate train.py --write                    # in place, originals kept as .bak
     """
-    program = migrate_program(model, root=root, follow=not no_follow)
+    program = migrate_api(model, MigrateOptions(root=root, follow=not no_follow))
     if write:
-        changed = [m for m in program.files if m.changed]
-        clash = [m for m in changed if m.path.with_name(m.path.name + ".bak").exists()]
-        if clash and not force:  # check every backup before touching any file
-            b = clash[0].path.with_name(clash[0].path.name + ".bak")
-            raise NpuportError(f"backup {b} already exists", "no earlier backup, or --force to replace it", str(b))
-        for m in changed:
-            backup = write_migration(m, force=force)
-            if not quiet:
-                click.echo(f"npuport: wrote {m.display} (original in {backup.name})", err=True)
-        if not changed and not quiet:
+        written = write_migration(program, force=force)
+        if not quiet:
+            for display, backup in written:
+                click.echo(f"npuport: wrote {display} (original in {backup.name})", err=True)
+        if not written and not quiet:
             click.echo(f"npuport: {model}: nothing to change", err=True)
     elif program.diff:
         click.echo(program.diff, nl=False)

@@ -12,21 +12,15 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
+from npuport.api import ModelSpec, ParityOptions, parity_compare, parity_record, parity_run
 from npuport.cli.common import handle_errors, progress_printer, write_output
-from npuport.devices.device import NumericsPolicy
 from npuport.errors import NpuportError
-from npuport.model.scenarios import parse_scenario
-from npuport.parity.entries import CaptureOptions
 from npuport.parity.json_form import to_json
-from npuport.parity.run import is_artifact_path, record, run_parity
-from npuport.parity.session import RunOptions, Target
-from npuport.parity.tolerances import load_tolerances
 from npuport.render.parity_doc import render_html, render_markdown
 from npuport.render.parity_text import render_text
 
@@ -104,36 +98,24 @@ def parity() -> None:
     """
 
 
-def _target(model: str | None, hf_config: str | None, entry: str | None, dtype: str | None, attn: str, required: bool) -> Any:
-    if model and hf_config:
-        raise NpuportError("give one model", "MODEL (a model.py) or --hf CONFIG.json, not both", f"MODEL={model!r}, --hf={hf_config!r}")
-    if not model and not hf_config:
-        if required:
-            raise NpuportError("no model given", "MODEL (a model.py) or --hf CONFIG.json", "nothing")
-        return None
-    return Target(model=model, hf_config=hf_config, entry=entry, dtype=dtype, attn=attn)
+def _spec(kw: dict[str, Any]) -> ModelSpec:
+    return ModelSpec(model=kw["model"], hf_config=kw["hf_config"], entry=kw["entry"], dtype=kw["dtype"], attn=kw["attn"])
 
 
-def _options(kw: dict[str, Any]) -> Any:
-    parse_scenario(kw["scenario"])  # a bad scenario is a usage error before anything loads
-    stats = kw["stats_only"]
-    seq = kw["op_sequence"] if kw["op_sequence"] is not None else not stats
-    capture = CaptureOptions(mode="stats" if stats else "full", ops=kw["ops"], op_sequence=seq or kw["ops"],
-                             backward=kw["backward"] or kw["scenario"].startswith("train"), keep=tuple(kw["keep"]),
-                             budget_bytes=kw["stats_budget"] << 20 if kw["stats_budget"] else None)
-    policy = NumericsPolicy(deterministic=not kw["no_deterministic"], allow_tf32=kw["allow_tf32"])
-    return RunOptions(scenario=kw["scenario"], seed=kw["seed"], capture=capture, policy=policy, train_mode=kw["train_mode"])
+def _options(kw: dict[str, Any], **extra: Any) -> ParityOptions:
+    return ParityOptions(scenario=kw["scenario"], seed=kw["seed"], stats_only=kw["stats_only"], ops=kw["ops"],
+                         op_sequence=kw["op_sequence"], backward=kw["backward"], keep=tuple(kw["keep"]),
+                         stats_budget_mib=kw["stats_budget"], allow_tf32=kw["allow_tf32"],
+                         deterministic=not kw["no_deterministic"], train_mode=kw["train_mode"], **extra)
 
 
-def _compare(ref: str, dev: str, kw: dict[str, Any], model_required: bool) -> None:
+def _compare(ref: str, dev: str, kw: dict[str, Any], run: Callable[..., Any] = parity_run) -> None:
     fmt = kw["fmt"] or (_EXT.get(Path(kw["output"]).suffix.lower(), "text") if kw["output"] else "text")
     if kw["output"] and Path(kw["output"]).exists() and not kw["force"]:
         raise NpuportError(f"{kw['output']} already exists", "a new output path, or --force to replace it", kw["output"])
-    target = _target(kw["model"], kw["hf_config"], kw["entry"], kw["dtype"], kw["attn"], model_required)
-    tols = load_tolerances().with_overrides(k=kw["k"], rel_l2=kw["rel_l2"])
-    result = run_parity(ref, dev, target, _options(kw), golden=kw["golden"], tolerances=tols,
-                        localize=not kw["no_localize"], allow_unmatched=kw["allow_unmatched"],
-                        progress=progress_printer(not kw["quiet"]))
+    opts = _options(kw, golden=kw["golden"], k=kw["k"], rel_l2=kw["rel_l2"], localize=not kw["no_localize"],
+                    allow_unmatched=kw["allow_unmatched"])
+    result = run(ref, dev, _spec(kw), opts, progress=progress_printer(not kw["quiet"]))
 
     data = to_json(result)
     if fmt == "json":
@@ -165,7 +147,7 @@ def _compare(ref: str, dev: str, kw: dict[str, Any], model_required: bool) -> No
 @handle_errors
 def run_cmd(ref: str, dev: str, **kw: Any) -> None:
     """Run MODEL on --ref and --dev (same weights, same inputs) and compare every submodule's outputs."""
-    _compare(ref, dev, kw, model_required=False)
+    _compare(ref, dev, kw)
 
 
 @parity.command("compare")
@@ -176,9 +158,7 @@ def run_cmd(ref: str, dev: str, **kw: Any) -> None:
 @handle_errors
 def compare_cmd(ref: str, dev: str, **kw: Any) -> None:
     """Compare a record against MODEL run on --dev (the model is rebuilt with the record's weights and inputs)."""
-    if not is_artifact_path(ref):
-        raise NpuportError(f"--ref {ref!r} is not a record directory", "a directory written by `npuport parity record`", ref)
-    _compare(ref, dev, kw, model_required=False)
+    _compare(ref, dev, kw, parity_compare)
 
 
 @parity.command("record")
@@ -190,9 +170,8 @@ def compare_cmd(ref: str, dev: str, **kw: Any) -> None:
 @handle_errors
 def record_cmd(dev: str, output: str, force: bool, store_weights: bool | None, **kw: Any) -> None:
     """Record MODEL's captured step on --dev into REF_DIR (manifest.json + safetensors, written atomically)."""
-    target = _target(kw["model"], kw["hf_config"], kw["entry"], kw["dtype"], kw["attn"], True)
-    opts = replace(_options(kw), store_weights=store_weights)
-    path = record(target, dev, opts, output, force=force, progress=progress_printer(not kw["quiet"]))
+    path = parity_record(_spec(kw), dev, output, _options(kw, store_weights=store_weights), force=force,
+                         progress=progress_printer(not kw["quiet"]))
     if not kw["quiet"]:
         size = sum(p.stat().st_size for p in Path(path).iterdir())
         click.echo(f"npuport: recorded {path} ({size / 2**20:.1f} MiB)", err=True)
