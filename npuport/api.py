@@ -1,13 +1,13 @@
 """The Python facade: one function per thing the CLI does, each taking an options dataclass, so everything the CLI
 does can be done from Python. The CLI parses flags into these options, calls one function and renders the result.
-Nothing inside npuport imports this module.
+Only npuport.cli imports this module; nothing below it in the layers does.
 
     audit(ModelSpec, AuditOptions)            -> (AuditReport, its JSON form)
     static_scan(path, suppress)               -> ScanReport
     migrate(path, MigrateOptions)             -> Program (the diff, nothing written); write_migration(program, force)
     coverage_show / coverage_diff / coverage_list
     parity_run / parity_compare(ref, dev, ModelSpec | None, ParityOptions) -> ParityResult; parity_record -> its directory
-    bench(BenchSource, BenchRun)              -> BenchReport
+    bench(BenchSource, BenchRun)              -> (BenchReport, its JSON form)
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from npuport.audit.json_form import audit_to_json
 from npuport.audit.pipeline import run_audit
 from npuport.audit.report import AuditReport
 from npuport.bench.harness import BenchOptions
+from npuport.bench.json_form import bench_to_json
 from npuport.bench.runner import BenchReport, run_bench
-from npuport.cost.roofline import get_chip
+from npuport.cost.roofline import default_chip, get_chip
+from npuport.coverage import STATUSES
 from npuport.coverage.diff import CoverageDiff, diff_versions
 from npuport.coverage.resolve import Resolution
 from npuport.devices.device import NumericsPolicy
@@ -31,9 +33,11 @@ from npuport.fusion.routes import weights
 from npuport.model.loading import LoadedModel, load_target
 from npuport.model.scenarios import parse_scenario, parse_scenarios
 from npuport.parity.entries import CaptureOptions
+from npuport.parity.json_form import to_json as parity_to_json
 from npuport.parity.run import ParityResult, is_artifact_path, record, run_parity
 from npuport.parity.session import RunOptions, Target
 from npuport.parity.tolerances import load_tolerances
+from npuport.rules import fail_on
 from npuport.rules import suppress as _suppress
 from npuport.scan.migrate import Program, migrate_program
 from npuport.scan.migrate import write_migration as _write_one
@@ -57,7 +61,7 @@ class ModelSpec:
 @dataclass(frozen=True)
 class AuditOptions:
     scenarios: tuple[str, ...] = ()  # default: train, prefill, decode
-    chip: str = "Ascend910B"
+    chip: str = field(default_factory=default_chip)  # mappings/hardware.yaml default_target
     torch_npu: str | None = None
     route_preset: str = "default"
     route_weights: str | None = None
@@ -67,7 +71,7 @@ class AuditOptions:
 
 def audit(spec: ModelSpec, opts: AuditOptions = AuditOptions(), progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
     """Run the audit and return the report object and its JSON form (schema npuport.audit/1)."""
-    get_chip(opts.chip)  # reject bad options before loading anything
+    chip = get_chip(opts.chip)  # reject bad options before loading anything
     weights(opts.route_preset, opts.route_weights)
     if opts.torch_npu is not None and opts.torch_npu not in coverage.available_versions():
         raise NpuportError(f"no coverage data for torch_npu {opts.torch_npu}", "one of " + ", ".join(coverage.available_versions()), opts.torch_npu)
@@ -75,20 +79,21 @@ def audit(spec: ModelSpec, opts: AuditOptions = AuditOptions(), progress: Progre
     target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, part=spec.part)
     if opts.suppress:
         _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
-    report = run_audit(target, parsed, chip=opts.chip, torch_npu=opts.torch_npu, progress=progress,
+    report = run_audit(target, parsed, chip, torch_npu=opts.torch_npu, progress=progress,
                        route_preset=opts.route_preset, route_weights=opts.route_weights,
                        reproducibility=opts.reproducibility, suppress=list(opts.suppress))
     return report, audit_to_json(report)
 
 
 def audit_model(model: str | None = None, hf_config: str | None = None, entry: str | None = None,
-                scenarios: list[str] | None = None, chip: str = "Ascend910B", torch_npu: str | None = None,
+                scenarios: list[str] | None = None, chip: str | None = None, torch_npu: str | None = None,
                 dtype: str | None = None, attn: str | None = None, part: str = "text", progress: Progress = None,
                 route_preset: str = "default", route_weights: str | None = None,
                 suppress: list[str] | tuple[str, ...] = (), reproducibility: bool = False) -> tuple[AuditReport, dict[str, Any]]:
     """`audit` with keyword arguments (scripts and notebooks)."""
     return audit(ModelSpec(model, hf_config, entry, dtype, attn, part),
-                 AuditOptions(tuple(scenarios or ()), chip, torch_npu, route_preset, route_weights, tuple(suppress), reproducibility),
+                 AuditOptions(tuple(scenarios or ()), default_chip() if chip is None else chip, torch_npu, route_preset,
+                              route_weights, tuple(suppress), reproducibility),
                  progress)
 
 
@@ -186,16 +191,18 @@ def _target(spec: ModelSpec | None) -> Target | None:
 
 
 def parity_run(ref: str, dev: str, spec: ModelSpec | None, opts: ParityOptions = ParityOptions(),
-               progress: Progress = None) -> ParityResult:
-    """Compare `dev` against `ref`, each a device spec (cuda, npu, cpu, ...) or a record directory."""
+               progress: Progress = None) -> tuple[ParityResult, dict[str, Any]]:
+    """Compare `dev` against `ref`, each a device spec (cuda, npu, cpu, ...) or a record directory; the result and
+    its JSON form (schema npuport.parity/1)."""
     target = _target(spec)
     tols = load_tolerances().with_overrides(k=opts.k, rel_l2=opts.rel_l2)
-    return run_parity(ref, dev, target, opts.run_options(), golden=opts.golden, tolerances=tols,
-                      localize=opts.localize, allow_unmatched=opts.allow_unmatched, progress=progress)
+    result = run_parity(ref, dev, target, opts.run_options(), golden=opts.golden, tolerances=tols,
+                        localize=opts.localize, allow_unmatched=opts.allow_unmatched, progress=progress)
+    return result, parity_to_json(result)
 
 
 def parity_compare(ref: str, dev: str, spec: ModelSpec | None, opts: ParityOptions = ParityOptions(),
-                   progress: Progress = None) -> ParityResult:
+                   progress: Progress = None) -> tuple[ParityResult, dict[str, Any]]:
     """Compare a record (`ref`, written by parity_record on another machine) against `dev`: a device to run the
     model on now (rebuilt with the record's weights and inputs), or a second record."""
     if not is_artifact_path(ref):
@@ -234,13 +241,15 @@ class BenchRun:
     pin_cpu: int | None = None
 
 
-def bench(source: BenchSource, run: BenchRun = BenchRun(), progress: Progress = None) -> BenchReport:
+def bench(source: BenchSource, run: BenchRun = BenchRun(), progress: Progress = None) -> tuple[BenchReport, dict[str, Any]]:
+    """Benchmark the hot ops of one scenario; the report and its JSON form (schema npuport.bench/1)."""
     s = source.spec
-    return run_bench(model=s.model, hf_config=s.hf_config, entry=s.entry, audit_json=source.audit_json, scenario=run.scenario,
-                     top=run.top, shapes=run.shapes, device=run.device, chip=run.chip, dtype=s.dtype, attn=s.attn or "sdpa",
-                     options=run.options, e2e=run.e2e, e2e_ops=run.e2e_ops, emit=run.emit, pin_cpu=run.pin_cpu, progress=progress)
+    rep = run_bench(model=s.model, hf_config=s.hf_config, entry=s.entry, audit_json=source.audit_json, scenario=run.scenario,
+                    top=run.top, shapes=run.shapes, device=run.device, chip=run.chip, dtype=s.dtype, attn=s.attn or "sdpa",
+                    options=run.options, e2e=run.e2e, e2e_ops=run.e2e_ops, emit=run.emit, pin_cpu=run.pin_cpu, progress=progress)
+    return rep, bench_to_json(rep)
 
 
 __all__ = ["ModelSpec", "AuditOptions", "audit", "audit_model", "static_scan", "MigrateOptions", "migrate", "write_migration",
            "coverage_show", "coverage_diff", "coverage_list", "ParityOptions", "parity_run", "parity_compare", "parity_record", "BenchSource",
-           "BenchRun", "bench", "LoadedModel", "load_target"]
+           "BenchRun", "BenchOptions", "bench", "fail_on", "STATUSES", "LoadedModel", "load_target"]

@@ -1,5 +1,6 @@
 """The audit pipeline: trace -> cost -> coverage -> findings -> advice, each stage a function of what the earlier
-ones returned (npuport.audit.report), composed here into one AuditReport."""
+ones returned (npuport.audit.report), composed here into one AuditReport. The target chip comes in resolved
+(a ChipProfile): the caller checks the user's chip name once, before anything loads."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from npuport.audit.coverage import coverage_stage
 from npuport.audit.findings import apply_suppressions, findings_stage
 from npuport.audit.report import AuditReport
 from npuport.audit.trace_stage import trace_stage
-from npuport.cost.roofline import get_chip
+from npuport.cost.roofline import ChipProfile
 from npuport.model.loading import LoadedModel
 from npuport.model.scenarios import Scenario
 
@@ -22,7 +23,7 @@ Progress = Callable[[str], None]
 def run_audit(
     model: LoadedModel,
     scenarios: list[Scenario],
-    chip: str = "Ascend910B",
+    target: ChipProfile,
     torch_npu: str | None = None,
     progress: Progress | None = None,
     route_preset: str = "default",
@@ -30,7 +31,6 @@ def run_audit(
     reproducibility: bool = False,
     suppress: list[str] | tuple[str, ...] = (),
 ) -> AuditReport:
-    target = get_chip(chip)
     traced = trace_stage(model, scenarios, progress)
     timings = traced.timings
     if progress:

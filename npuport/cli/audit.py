@@ -11,18 +11,19 @@ import click
 from rich.console import Console
 
 from npuport import api
-from npuport.api import AuditOptions, ModelSpec, static_scan
+from npuport.api import AuditOptions, ModelSpec, fail_on, static_scan
 from npuport.cli.common import handle_errors, progress_printer, write_output
+from npuport.cost.roofline import default_chip
 from npuport.errors import NpuportError
 from npuport.render.audit_csv import render_csv
 from npuport.render.audit_html import render_html
 from npuport.render.audit_markdown import render_markdown
 from npuport.render.audit_sections import render_scan
 from npuport.render.audit_text import render_text
-from npuport.rules import fail_on
 
 FORMATS = ("text", "json", "markdown", "csv", "html")
 _EXT = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html", ".txt": "text"}
+DEFAULT_CHIP = default_chip()  # mappings/hardware.yaml default_target
 
 
 @click.command("audit")
@@ -31,7 +32,7 @@ _EXT = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "cs
 @click.option("--entry", metavar="FUNCTION", help="Builder function in MODEL instead of build_model (or MODEL as file.py:function).")
 @click.option("--scenario", "scenarios", multiple=True, metavar="NAME[:batch=N,seq=N,past=N]",
               help="train, prefill, decode (repeatable or joined with +). Default: all three.")
-@click.option("--chip", default="Ascend910B", show_default=True, help="Target chip from mappings/hardware.yaml.")
+@click.option("--chip", default=DEFAULT_CHIP, show_default=True, help="Target chip from mappings/hardware.yaml.")
 @click.option("--torch-npu", "torch_npu", metavar="VERSION", help="torch_npu release to check coverage against (default: newest checked in).")
 @click.option("--dtype", help="Trace in this dtype (float32, float16, bfloat16). Default: the config's, else bfloat16 for --hf; as built for a model file.")
 @click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto (SDPA where the class has it, else its own default), sdpa, eager.")

@@ -9,10 +9,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from npuport.api import BenchRun, BenchSource, ModelSpec
+from npuport.api import BenchOptions, BenchRun, BenchSource, ModelSpec
 from npuport.api import bench as bench_api
-from npuport.bench.harness import BenchOptions
-from npuport.bench.json_form import bench_to_json
 from npuport.cli.common import handle_errors, progress_printer, write_output
 from npuport.errors import NpuportError
 from npuport.render.bench_text import render_text
@@ -83,11 +81,10 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, entr
                         compile=None if chosen is None else "compile" in chosen,
                         graph=chosen is not None and "graph" in chosen, graph_below_s=graph_below_us * 1e-6,
                         alternatives=chosen is None or "alt" in chosen, kernel_check=kernel_check)
-    rep = bench_api(BenchSource(ModelSpec(model=model, hf_config=hf_config, entry=entry, dtype=dtype, attn=attn), audit_json),
+    rep, data = bench_api(BenchSource(ModelSpec(model=model, hf_config=hf_config, entry=entry, dtype=dtype, attn=attn), audit_json),
                 BenchRun(scenario=scenario, top=top, shapes=shapes, device=device, chip=chip, options=opts, e2e=e2e,
                          e2e_ops=e2e_ops, emit=emit, pin_cpu=pin_cpu), progress=progress_printer(not quiet))
 
-    data = bench_to_json(rep)
     text_json = json.dumps(data, indent=1, default=str) + "\n"
     if json_out:
         write_output(json_out, text_json, force)

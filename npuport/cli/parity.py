@@ -1,4 +1,5 @@
-"""`npuport parity`: cross-device numerical parity. Parses options, calls npuport.parity.run, renders.
+"""`npuport parity`: cross-device numerical parity. Parses options, calls npuport.api (parity_run / parity_compare /
+parity_record), renders the npuport.parity/1 JSON form with npuport.render.
 
     npuport parity --ref cuda --dev npu MODEL                 both devices on this host
     npuport parity record --dev cuda MODEL -o REF_DIR         on the reference machine
@@ -20,7 +21,6 @@ import click
 from npuport.api import ModelSpec, ParityOptions, parity_compare, parity_record, parity_run
 from npuport.cli.common import handle_errors, progress_printer, write_output
 from npuport.errors import NpuportError
-from npuport.parity.json_form import to_json
 from npuport.render.parity_doc import render_html, render_markdown
 from npuport.render.parity_text import render_text
 
@@ -115,9 +115,8 @@ def _compare(ref: str, dev: str, kw: dict[str, Any], run: Callable[..., Any] = p
         raise NpuportError(f"{kw['output']} already exists", "a new output path, or --force to replace it", kw["output"])
     opts = _options(kw, golden=kw["golden"], k=kw["k"], rel_l2=kw["rel_l2"], localize=not kw["no_localize"],
                     allow_unmatched=kw["allow_unmatched"])
-    result = run(ref, dev, _spec(kw), opts, progress=progress_printer(not kw["quiet"]))
+    result, data = run(ref, dev, _spec(kw), opts, progress=progress_printer(not kw["quiet"]))
 
-    data = to_json(result)
     if fmt == "json":
         text = json.dumps(data, indent=1, allow_nan=False) + "\n"
     elif fmt == "markdown":

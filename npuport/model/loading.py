@@ -29,7 +29,7 @@ from npuport.model.hf.inputs import hf_inputs
 from npuport.model.scenarios import Scenario
 from npuport.trace.run import new_fake_mode, tolerant_swap
 
-Inputs = tuple[tuple, dict]
+Inputs = tuple[tuple[Any, ...], dict[str, Any]]
 
 
 @dataclass
@@ -236,7 +236,7 @@ def load_hf_config(path: str | Path, dtype: str | None = None, attn: str | None 
     if not isinstance(raw, dict) or "model_type" not in raw:
         raise NpuportError(f"{file} has no model_type", "a Hugging Face config.json with a model_type field", f"keys: {sorted(raw)[:8] if isinstance(raw, dict) else type(raw).__name__}")
     try:
-        import transformers  # noqa: F401, PLC0415
+        import transformers  # noqa: F401, PLC0415 - optional dependency: only --hf needs it, checked here for a clear error
     except ImportError:
         raise NpuportError("--hf needs the transformers package", "pip install 'npuport[hf]'", "transformers is not installed") from None
 
