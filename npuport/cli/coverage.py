@@ -7,9 +7,8 @@ from typing import Any
 
 import click
 
-from npuport.api import coverage_diff, coverage_list, coverage_show
+from npuport.api import STATUSES, coverage_diff, coverage_list, coverage_show
 from npuport.cli.common import handle_errors
-from npuport.coverage import STATUSES
 
 _VERSION = click.option("--torch-npu", "version", default=None, metavar="VERSION",
                         help="torch_npu release (default: the newest checked in)")
