@@ -17,13 +17,16 @@ ALL_CONFIGS = sorted((Path(__file__).resolve().parent.parent / "examples" / "con
 LARGE = {"deepseek-v3": 671.0e9, "qwen3-235b-a22b": 235.1e9, "gpt-oss-120b": 116.8e9, "gemma-3-27b": 27.0e9,
          "qwen3-next-80b-a3b": 79.7e9}
 CONFIGS = [c for c in ALL_CONFIGS if c.stem not in LARGE]
+# each config traces a full-size architecture (1-10 s apiece on CPU); the smallest stays in the fast run
+FAST = {"gpt2"}
 
 
 def _op(data, name):
     return next((o for o in data["ops"] if o["op"] == name), None)
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("config", [c if c.stem in FAST else pytest.param(c, marks=pytest.mark.slow) for c in CONFIGS],
+                         ids=lambda p: p.stem)
 def test_config_audits(config):
     raw = json.loads(config.read_text())
     _, data = audit_model(hf_config=str(config))
@@ -41,6 +44,7 @@ def test_config_audits(config):
     assert abs(sum(o["time_share"] for o in data["ops"]) - 1.0) < 1e-9
 
 
+@pytest.mark.slow
 def test_llama2_7b_by_hand():
     cfg = next(c for c in CONFIGS if c.stem == "llama-2-7b")
     _, data = audit_model(hf_config=str(cfg))
@@ -57,6 +61,7 @@ def test_llama2_7b_by_hand():
     assert _op(data, "aten::rsqrt")["scenarios"]["prefill"]["calls"] == 2 * layers + 1
 
 
+@pytest.mark.slow
 def test_mixtral_experts_use_grouped_gemm():
     cfg = next(c for c in CONFIGS if c.stem == "mixtral-8x7b")
     _, data = audit_model(hf_config=str(cfg), scenarios=["prefill"])
@@ -66,6 +71,7 @@ def test_mixtral_experts_use_grouped_gemm():
     assert g["scenarios"]["prefill"]["flops"] == 32 * 2 * (2 * 4096) * (4096 * 2 * 14336 + 14336 * 4096)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(LARGE))
 def test_current_architectures_audit(name):
     """Each audits at its real dtype with the published parameter count (to 0.5%), decode reading the model's own cache."""

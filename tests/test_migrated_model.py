@@ -13,6 +13,7 @@ FIX = Path(__file__).resolve().parent / "fixtures" / "models"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # a whole audit in a fresh interpreter
 def test_migrated_model_audits_with_npu_ops(tmp_path):
     pytest.importorskip("npuport.coverage.npu_ops")
     out = tmp_path / "a.json"

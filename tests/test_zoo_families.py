@@ -54,7 +54,9 @@ def tiny_configs(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("model_type", list(FAMILIES))
+# the two hybrids (SSM, linear attention) are the slowest families to trace: marked slow
+@pytest.mark.parametrize("model_type", [pytest.param(mt, marks=pytest.mark.slow) if mt in ("falcon_h1", "qwen3_next") else mt
+                                        for mt in FAMILIES])
 def test_family_audits(model_type, tiny_configs):
     if model_type not in tiny_configs:
         pytest.skip(f"transformers has no {model_type}")
@@ -99,7 +101,9 @@ _ALLOWED = {"aten::_local_scalar_dense"}
 
 
 
-@pytest.mark.parametrize("model_type", ["llama", "qwen3_moe", "deepseek_v3", "gemma2", "falcon_h1", "bert", "megatron-bert"])
+# a real CPU run beside each fake trace; llama stays in the fast run, the other families are marked slow
+@pytest.mark.parametrize("model_type", ["llama"] + [pytest.param(mt, marks=pytest.mark.slow)
+                                                    for mt in ["qwen3_moe", "deepseek_v3", "gemma2", "falcon_h1", "bert", "megatron-bert"]])
 def test_fake_trace_follows_the_real_run(model_type, tiny_configs):
     """The control: the aten ops of a real CPU run and of the fake trace are the same multiset, per scenario."""
     path = tiny_configs[model_type]

@@ -17,7 +17,7 @@ from npuport.ascendc_kernels.flash_attention.reference import flash_attention_ti
 from npuport.ascendc_kernels.layer_norm.tiling import layer_norm_tiling
 from npuport.ascendc_kernels.registry import get_kernel
 from npuport.ascendc_kernels.rms_norm.tiling import rms_norm_tiling
-from npuport.cost.roofline import ChipProfile, get_chip
+from npuport.cost.roofline import ChipProfile, default_chip, get_chip
 
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
 OUTPUT_KINDS = {
@@ -114,7 +114,7 @@ def tiling_for(case: Case, inputs: dict[str, Any], chip: ChipProfile) -> Any:
 
 
 def run_case(case: Case, chip: ChipProfile | None = None, seed: int = 0) -> CompareResult:
-    chip = chip or get_chip("Ascend910B")
+    chip = chip or get_chip(default_chip())
     spec = get_kernel(case.kernel)
     inputs = case.make(torch.Generator().manual_seed(seed))
     t = tiling_for(case, inputs, chip)

@@ -2,9 +2,9 @@
 
 A result is truthy when every output passes; its text gives the max errors, the tolerance used and the
 smallest atol that would have passed at the same rtol (so a failure says how far off it is).
-Tolerances are per output dtype: the schedule reference rounds each output once from fp32, so the budget is
-a few units in the last place of that dtype plus fp32 accumulation error; attention's P is rounded to the input
-dtype before P V, which the looser attention entries cover.
+Tolerances are per output dtype (mappings/kernels.yaml `tolerances`): the schedule reference rounds each output
+once from fp32, so the budget is a few units in the last place of that dtype plus fp32 accumulation error;
+attention's P is rounded to the input dtype before P V, which the looser attention entries cover.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from npuport.ascendc_kernels.tiling_base import dtype_name
+from npuport.mappings import load_checked
 
 
 @dataclass(frozen=True)
@@ -26,18 +27,14 @@ class Tolerance:
         return f"atol={self.atol:g}, rtol={self.rtol:g}"
 
 
-# (kind, output dtype) -> tolerance. 'norm' = y of the norms, 'stat' = fp32 rstd / mean / lse.
-TOLERANCES: dict[tuple[str, str], Tolerance] = {
-    ("norm", "float16"): Tolerance(2e-3, 2e-3),
-    ("norm", "bfloat16"): Tolerance(1.6e-2, 1.6e-2),
-    ("norm", "float32"): Tolerance(1e-5, 1e-5),
-    ("attention", "float16"): Tolerance(3e-3, 3e-3),
-    ("attention", "bfloat16"): Tolerance(2e-2, 2e-2),
-    ("stat", "float32"): Tolerance(1e-5, 5e-5),
-    ("exact", "float16"): Tolerance(0.0, 0.0),
-    ("exact", "bfloat16"): Tolerance(0.0, 0.0),
-    ("exact", "float32"): Tolerance(0.0, 0.0),
-}
+def load_tolerances() -> dict[tuple[str, str], Tolerance]:
+    """(kind, output dtype) -> tolerance from mappings/kernels.yaml. 'norm' = y of the norms, 'stat' = fp32 rstd / mean / lse."""
+    raw = load_checked("kernels.yaml")["tolerances"]
+    return {(kind, dtype): Tolerance(float(v["atol"]), float(v["rtol"]))
+            for kind, table in raw.items() for dtype, v in table.items() if dtype != "source"}
+
+
+TOLERANCES: dict[tuple[str, str], Tolerance] = load_tolerances()
 
 
 def tolerance(kind: str, dtype: torch.dtype | str) -> Tolerance:

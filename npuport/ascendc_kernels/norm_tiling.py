@@ -7,7 +7,7 @@ Two modes, chosen by what fits in UB (chip.platform['ub_size'] minus a reserve):
   `col_tile` elements (the last has `col_tail`), in two passes: statistics, then normalise. The kernel then
   reads each input chunk twice (the perf model counts it).
 Rows are split evenly over the vector cores (rms and layer norm have equal cost per row).
-The same struct (`NormTiling` in norm_tiling.h) feeds the three kernels; op-specific buffers are sized 0 when
+The same struct (`NormTiling` in tiling_structs.h) feeds the three kernels; op-specific buffers are sized 0 when
 unused.
 """
 

@@ -30,7 +30,8 @@ from npuport.ascendc_kernels.layer_norm.perf import layer_norm_perf
 from npuport.ascendc_kernels.layer_norm.reference import layer_norm_golden, layer_norm_reference, layer_norm_schedule
 from npuport.ascendc_kernels.rms_norm.perf import rms_norm_perf
 from npuport.ascendc_kernels.rms_norm.reference import rms_norm_golden, rms_norm_reference, rms_norm_schedule
-from npuport.errors import NpuportError
+from npuport.errors import MappingError, NpuportError
+from npuport.mappings import load_checked
 
 PATTERNS = ("rms_norm", "add_rms_norm", "layer_norm", "add_layer_norm", "attention")
 HERE = Path(__file__).resolve().parent
@@ -44,7 +45,7 @@ VERIFIED = MappingProxyType({
 
 @dataclass(frozen=True)
 class Constraints:
-    """Where the compiled kernel applies. None = no limit. Checked by `check_constraints`."""
+    """Where the compiled kernel applies (mappings/kernels.yaml). None = no limit. Checked by `check_constraints`."""
 
     dtypes: tuple[str, ...]
     chips: tuple[str, ...]
@@ -75,26 +76,24 @@ class KernelSpec:
     verified: Mapping[str, str] = field(default_factory=lambda: VERIFIED)
 
 
-_NORM_CHIPS = ("Ascend910B",)
-_NORM = dict(dtypes=("float16", "bfloat16", "float32"), chips=_NORM_CHIPS,
-             param_dtypes=("float16", "bfloat16", "float32"))
+def kernel_constraints(name: str) -> Constraints:
+    """The constraints of kernel `name` from mappings/kernels.yaml (schemas/kernels.schema.json)."""
+    raw = load_checked("kernels.yaml")["kernels"].get(name)
+    if raw is None:
+        raise MappingError("kernels.yaml", "kernels", name, "missing: every registered kernel needs its constraints here")
+    return Constraints(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k != "source"})
+
+
 _SPECS = (
-    KernelSpec("rms_norm", "npuport::rms_norm", ("rms_norm",), Constraints(
-        **_NORM, notes=("normalises the last dim; split-row mode when a row exceeds the UB budget",)),
+    KernelSpec("rms_norm", "npuport::rms_norm", ("rms_norm",), kernel_constraints("rms_norm"),
         rms_norm_reference, rms_norm_perf, rms_norm_schedule, rms_norm_golden, HERE / "rms_norm" / "kernel.asc"),
-    KernelSpec("add_rms_norm", "npuport::add_rms_norm", ("add_rms_norm",), Constraints(
-        **_NORM, notes=("returns (y, rstd, x1 + x2); normalises the sum rounded to the input dtype",)),
+    KernelSpec("add_rms_norm", "npuport::add_rms_norm", ("add_rms_norm",), kernel_constraints("add_rms_norm"),
         add_rms_norm_reference, add_rms_norm_perf, add_rms_norm_schedule, add_rms_norm_golden,
         HERE / "add_rms_norm" / "kernel.asc"),
-    KernelSpec("layer_norm", "npuport::layer_norm", ("layer_norm", "add_layer_norm"), Constraints(
-        **_NORM, notes=("optional beta and residual; returns (y, mean, rstd, x + residual)",)),
+    KernelSpec("layer_norm", "npuport::layer_norm", ("layer_norm", "add_layer_norm"), kernel_constraints("layer_norm"),
         layer_norm_reference, layer_norm_perf, layer_norm_schedule, layer_norm_golden,
         HERE / "layer_norm" / "kernel.asc"),
-    KernelSpec("flash_attention", "npuport::flash_attention", ("attention",), Constraints(
-        dtypes=("float16", "bfloat16"), chips=("Ascend910B",), max_head_dim=256, head_dim_multiple=16,
-        layouts=("BNSD", "BSND"), mask_kinds=("none", "causal", "bool", "additive"), gqa=True,
-        notes=("forward only; returns (out, lse fp32 [B,N,Sq])", "causal is top-left aligned (SDPA is_causal)",
-               "bool masks: True = attend (SDPA polarity)", "fully masked rows: out 0, lse -inf")),
+    KernelSpec("flash_attention", "npuport::flash_attention", ("attention",), kernel_constraints("flash_attention"),
         flash_attention_reference, flash_attention_perf, flash_attention_schedule, flash_attention_golden,
         HERE / "flash_attention" / "kernel.asc"),
 )

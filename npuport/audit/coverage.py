@@ -22,7 +22,7 @@ def coverage_stage(inv: Inventory, version: str | None) -> CoverageStage:
     version = version or coverage.default_version()
     by_op: dict[str, dict[str, Any]] = {}
     summary: dict[str, dict[str, float]] = defaultdict(lambda: {"ops": 0, "calls": 0, "time_share": 0.0})
-    fallback = []
+    fallback: list[dict[str, Any]] = []
     for entry in inv.ops:
         if entry.kind != "compute":
             continue

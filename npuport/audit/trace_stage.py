@@ -17,7 +17,7 @@ from npuport.errors import NpuportError, describe_exception
 from npuport.model.hf.build import quiet_transformers as _quiet_libraries
 from npuport.model.hf.fallbacks import kernel_fallbacks, notes_for
 from npuport.model.hf.inputs import real_path
-from npuport.model.loading import LoadedModel
+from npuport.model.loading import Inputs, LoadedModel
 from npuport.model.scenarios import Scenario, fit_to_context
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import Trace
@@ -26,7 +26,7 @@ from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet
 Progress = Callable[[str], None]
 
 
-def _loss_of(model: LoadedModel, out: Any, inputs: tuple[tuple, dict]) -> torch.Tensor:
+def _loss_of(model: LoadedModel, out: Any, inputs: Inputs) -> torch.Tensor:
     if model.loss is not None:
         return model.loss(out, inputs)
     loss = getattr(out, "loss", None)
@@ -73,7 +73,7 @@ class _DataDependent(Exception):
     pass
 
 
-def _record(model: LoadedModel, sc: Scenario, inputs: tuple[tuple, dict], real: bool) -> Trace:
+def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool) -> Trace:
     args, kwargs = inputs
     module = model.module
     was_training = module.training
@@ -106,7 +106,7 @@ def _record(model: LoadedModel, sc: Scenario, inputs: tuple[tuple, dict], real: 
     return rec.trace
 
 
-def _as_run(model: LoadedModel, sc: Scenario, inputs: tuple[tuple, dict]) -> Scenario:
+def _as_run(model: LoadedModel, sc: Scenario, inputs: Inputs) -> Scenario:
     """A decode whose inputs hold no cache of `past` positions but the whole context re-runs it per token."""
     if sc.kind != "decode" or not sc.past:
         return sc

@@ -10,23 +10,24 @@ makes every op exact; it is used whenever the JSON has it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from npuport.bench.cases import FLOAT_DTYPES, BenchCase, Skipped, TensorSpec, select_ops
 from npuport.bench.rebuild import RebuildError, meta_cost
 from npuport.cost.op_costs import base_name
 from npuport.errors import NpuportError
+from npuport.mappings import load_checked
 from npuport.trace.records import TensorRef
 
-_GEMM = {"mm": 2, "bmm": 2, "matmul": 2, "addmm": 3, "baddbmm": 3, "addbmm": 3, "dot": 2, "mv": 2}
-_BINARY = {"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "maximum", "minimum", "pow.Tensor_Tensor",
-           "eq.Tensor", "ne.Tensor", "lt.Tensor", "gt.Tensor", "le.Tensor", "ge.Tensor", "atan2", "copy_"}
-_UNARY = {"silu", "gelu", "relu", "neg", "exp", "log", "rsqrt", "sqrt", "sigmoid", "tanh", "cos", "sin", "abs",
-          "reciprocal", "clone", "erf", "square", "sign", "logical_not", "bitwise_not", "contiguous", "exp2"}
-# Scalar-argument ops: the scalar is not in the JSON, so a value of the same kind stands in (noted).
-_SCALAR = {"pow.Tensor_Scalar": 2, "mul.Scalar": 0.5, "add.Scalar": 1.0, "sub.Scalar": 1.0, "div.Scalar": 2.0}
-_LAST_DIM = {"mean.dim": ([-1], True), "sum.dim_IntList": ([-1], True), "amax": ([-1], True), "_softmax": (-1, False),
-             "_log_softmax": (-1, False)}
+
+@functools.lru_cache(maxsize=1)
+def _tables() -> dict[str, Any]:
+    """The ops rebuilt from shapes alone (mappings/op_classes.yaml `rebuild_from_shapes`): gemm_inputs (base name ->
+    tensor inputs), binary / unary (names), scalar_stand_ins (name -> the value standing in for the unrecorded
+    scalar), last_dim_reductions (name -> the positional arguments after the tensor)."""
+    raw = load_checked("op_classes.yaml")["rebuild_from_shapes"]
+    return {key: (frozenset(t["ops"]) if isinstance(t["ops"], list) else dict(t["ops"])) for key, t in raw.items()}
 
 
 def parse_signature(sig: str) -> list[tuple[int, ...]]:
@@ -69,7 +70,9 @@ def rule_call(op_name: str, shapes: list[tuple[int, ...]], dtype: str, notes: li
     base = base_name(op_name)
     specs = tuple(TensorSpec(s, dtype) for s in shapes)
     refs = tuple(TensorRef(i) for i in range(len(shapes)))
-    if base in _GEMM and len(shapes) == _GEMM[base]:
+    tables = _tables()
+    gemm, scalar, last_dim = tables["gemm_inputs"], tables["scalar_stand_ins"], tables["last_dim_reductions"]
+    if base in gemm and len(shapes) == gemm[base]:
         return specs, refs, {}
     if base == "scaled_dot_product_attention" and len(shapes) in (3, 4):
         kwargs: dict[str, Any] = {}
@@ -81,17 +84,17 @@ def rule_call(op_name: str, shapes: list[tuple[int, ...]], dtype: str, notes: li
         if shapes[0][-3] != shapes[1][-3]:
             kwargs["enable_gqa"] = True
         return specs, refs, kwargs
-    if name in _BINARY and len(shapes) == 2:
+    if name in tables["binary"] and len(shapes) == 2:
         return specs, refs, {}
     if name == "embedding" and len(shapes) == 2:
         return (specs[0], TensorSpec(shapes[1], "int64")), refs, {}
-    if name in _SCALAR and len(shapes) == 1:
-        notes.append(f"scalar argument assumed {_SCALAR[name]!r} (not in the JSON)")
-        return specs, (refs[0], _SCALAR[name]), {}
-    if name in _UNARY and len(shapes) == 1:
+    if name in scalar and len(shapes) == 1:
+        notes.append(f"scalar argument assumed {scalar[name]!r} (not in the JSON)")
+        return specs, (refs[0], scalar[name]), {}
+    if name in tables["unary"] and len(shapes) == 1:
         return specs, refs, {}
-    if name in _LAST_DIM and len(shapes) == 1:
-        dim, flag = _LAST_DIM[name]
+    if name in last_dim and len(shapes) == 1:
+        dim, flag = last_dim[name]
         notes.append(f"reduction over the last dim assumed (dim={dim!r}; not in the JSON)")
         return specs, (refs[0], dim, flag), {}
     raise RebuildError(f"{op_name} needs arguments the audit JSON does not record (add shapes[].example)")

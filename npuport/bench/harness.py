@@ -15,7 +15,7 @@ from npuport.bench.rebuild import RebuildError, build, rotation_sets, set_bytes
 from npuport.cost.roofline import ChipProfile
 from npuport.devices.runtime import kind_of
 from npuport.devices.timer import Clock, Measurement, measure
-from npuport.mappings import load_yaml
+from npuport.mappings import load_checked
 
 
 @dataclass
@@ -89,7 +89,7 @@ def measured_ceilings(chip: ChipProfile | None) -> dict[str, float]:
     if chip is None:
         return {}
 
-    raw = (load_yaml("hardware.yaml").get("chips", {}).get(chip.name) or {}).get("measured") or {}
+    raw = (load_checked("hardware.yaml").get("chips", {}).get(chip.name) or {}).get("measured") or {}
     return {k: float(v) for k, v in raw.items() if isinstance(v, (int, float))}
 
 

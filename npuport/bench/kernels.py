@@ -1,4 +1,5 @@
-"""Kernel-path check: which kernel an op really ran, against mappings/kernel_expectations.yaml.
+"""Kernel-path check: which kernel an op really ran, against mappings/kernel_expectations.yaml (schema:
+schemas/kernel_expectations.schema.json).
 
 `check()` is a pure function of the recorded names (tested on names alone); `record_names()` runs a call under
 torch.profiler and returns the device kernel names and the aten ops the CPU side dispatched.
@@ -14,10 +15,9 @@ from typing import Any, Callable, Sequence
 import torch
 
 from npuport.errors import MappingError
-from npuport.mappings import check_fields, load_yaml
+from npuport.mappings import load_checked
 
 _FILE = "kernel_expectations.yaml"
-_VERDICTS = ("ok", "warn", "fail")
 
 
 @dataclass(frozen=True)
@@ -86,25 +86,16 @@ class Expectations:
 
 @functools.lru_cache(maxsize=1)
 def load_expectations() -> Expectations:
-    data = load_yaml(_FILE)
-    if data.get("schema") != "npuport.kernel_expectations/1":
-        raise MappingError(_FILE, "-", "schema", "expected npuport.kernel_expectations/1")
+    data = load_checked(_FILE)  # fields, types, devices and verdicts: the schema
     items: list[Expectation] = []
     seen: set[str] = set()
     for raw in data.get("expectations", []):
-        eid = raw.get("id", "?") if isinstance(raw, dict) else "?"
-        check_fields(raw, file=_FILE, entry=eid, required={"id": str, "title": str, "device": str, "ops": list, "expect": str, "paths": list, "source": str},
-                     optional={"dtypes": list, "confidence": str})
+        eid = raw["id"]
         if eid in seen:
             raise MappingError(_FILE, eid, "id", "duplicate id")
         seen.add(eid)
-        if raw["device"] not in ("cpu", "cuda", "npu"):
-            raise MappingError(_FILE, eid, "device", "expected cpu, cuda or npu")
         paths = []
         for p in raw["paths"]:
-            check_fields(p, file=_FILE, entry=eid, required={"name": str, "verdict": str, "match": list})
-            if p["verdict"] not in _VERDICTS:
-                raise MappingError(_FILE, eid, "verdict", f"expected one of {', '.join(_VERDICTS)}, got {p['verdict']!r}")
             try:
                 pats = tuple(re.compile(m, re.IGNORECASE) for m in p["match"])
             except re.error as exc:
@@ -114,8 +105,6 @@ def load_expectations() -> Expectations:
                                  frozenset(raw["dtypes"]) if raw.get("dtypes") else None, raw["expect"], tuple(paths), raw["source"]))
     singles: dict[str, SingleOpPattern] = {}
     for pid, raw in (data.get("single_op_patterns") or {}).items():
-        check_fields(raw, file=_FILE, entry=pid, required={"op": str, "arguments": dict, "source": str},
-                     optional={"defaults_only": dict, "dropped": list})
         singles[pid] = SingleOpPattern(pid, raw["op"], dict(raw["arguments"]), dict(raw.get("defaults_only") or {}),
                                        frozenset(raw.get("dropped") or ()))
     return Expectations(tuple(items), singles)

@@ -1,4 +1,4 @@
-"""`bench`: the library function behind `npuport bench` (the CLI only parses, calls this, renders).
+"""`run_bench`: the bench pipeline behind `npuport bench` (npuport.api.bench calls it; the CLI parses, calls api, renders).
 
 source (model.py / --hf config, audited now; or an audit JSON) -> cases -> harness on the device -> end-to-end
 step -> repro scripts -> one `BenchReport`.

@@ -19,8 +19,10 @@ from npuport.ascendc_kernels.estimates import llama7b_estimates
 from npuport.ascendc_kernels.host.loader import BUILD_DIR_ENV, default_build_dir
 from npuport.ascendc_kernels.registry import KERNELS
 from npuport.cli.common import handle_errors
-from npuport.cost.roofline import get_chip
+from npuport.cost.roofline import default_chip, get_chip
 from npuport.errors import NpuportError
+
+DEFAULT_CHIP = default_chip()  # mappings/hardware.yaml default_target
 
 
 @click.group("kernels")
@@ -91,7 +93,7 @@ def test_cmd(names: tuple[str, ...]) -> None:
 
 
 @kernels.command("perf")
-@click.option("--chip", default="Ascend910B", show_default=True, help="Chip profile (mappings/hardware.yaml).")
+@click.option("--chip", default=DEFAULT_CHIP, show_default=True, help="Chip profile (mappings/hardware.yaml).")
 @handle_errors
 def perf_cmd(chip: str) -> None:
     """Estimated time of each kernel at Llama-2-7B shapes (a model, not a measurement)."""

@@ -57,6 +57,7 @@ def reported_calls(trace: Trace, native_composites: frozenset[str]) -> list[Repo
     out: list[ReportedCall] = []
     groups: dict[tuple[int, str], list[OpCall]] = {}
     slots: dict[tuple[int, str], int] = {}
+    key: tuple[int, str]
     for call in trace.calls:
         frame = trace.frames.get(call.frame) if call.frame is not None else None
         if frame is not None and frame.op in native_composites:
@@ -161,7 +162,7 @@ class ScenarioOpStats:
         if sig not in self.examples and (c.args or c.kwargs):
             self.examples[sig] = example_json(c)
         self.shapes[sig] += 1
-        self.shape_time[sig] += c.time_s
+        self.shape_time[sig] += c.time_s  # type: ignore[assignment]  # a Counter of seconds; typeshed types Counter values as int
         self.dtypes.update({t.dtype for t in (c.inputs or c.outputs)})
         self.modules[module_pattern(c.module)] += 1
         if c.module_type:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.utils import flop_counter
 
-from npuport.mappings import load_yaml
+from npuport.mappings import load_checked
 from npuport.trace.records import ApiFrame, OpCall, TensorMeta, TensorRef
 
 _ITEMSIZE: dict[str, int] = {}
@@ -43,7 +43,7 @@ class OpClasses:
 
 @functools.lru_cache(maxsize=1)
 def op_classes() -> OpClasses:
-    d = load_yaml("op_classes.yaml")
+    d = load_checked("op_classes.yaml")  # schemas/op_classes.schema.json
     return OpClasses(
         matrix=frozenset(d["matrix_ops"]),
         causal=frozenset(d["causal_attention_ops"]),

@@ -11,15 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from npuport.errors import MappingError, NpuportError
-from npuport.mappings import check_fields, load_yaml
+from npuport.mappings import load_checked
 
 Bound = Literal["compute", "memory", "none"]
 _FILE = "hardware.yaml"
-_CHIP_FIELDS = {"vendor": str, "family": str, "description": str, "confidence": str, "source": str}
-_CHIP_OPTIONAL = {
-    "platform": dict, "matrix_peak": dict, "matrix_peak_notes": dict, "vector_peak": (dict, float, int),
-    "vector_peak_source": str, "memory_bandwidth": (dict, float, int), "no_bf16": bool, "measured": dict,
-}
 
 
 @dataclass(frozen=True)
@@ -75,10 +70,9 @@ def _derive(name: str, spec: Any, platform: dict[str, Any], what: str) -> float:
 
 @functools.lru_cache(maxsize=1)
 def load_chips() -> dict[str, ChipProfile]:
-    data = load_yaml(_FILE)
+    data = load_checked(_FILE)  # fields and types: schemas/hardware.schema.json
     chips: dict[str, ChipProfile] = {}
     for name, raw in data["chips"].items():
-        check_fields(raw, file=_FILE, entry=name, required=_CHIP_FIELDS, optional=_CHIP_OPTIONAL)
         platform = raw.get("platform", {})
         assumptions = []
         matrix = {}
@@ -104,7 +98,29 @@ def load_chips() -> dict[str, ChipProfile]:
             no_bf16=bool(raw.get("no_bf16", False)),
             source=raw["source"],
         )
+    default = data["default_target"]["chip"]
+    if default not in chips:
+        raise MappingError(_FILE, "default_target", "chip", f"{default!r} is not under chips")
+    npu = [n for n, c in chips.items() if c.family == "npu"]
+    for chip in data["npu_chips"]["chips"]:
+        if chip not in npu:
+            raise MappingError(_FILE, "npu_chips", "chips", f"{chip!r} is not a chip with family npu")
+    missing = [n for n in npu if n not in data["npu_chips"]["chips"]]
+    if missing:
+        raise MappingError(_FILE, "npu_chips", "chips", f"chips with family npu missing here: {', '.join(missing)}")
     return chips
+
+
+def default_chip() -> str:
+    """The chip a command targets when none is given (hardware.yaml `default_target`)."""
+    load_chips()  # the cross-references are checked there
+    return str(load_checked(_FILE)["default_target"]["chip"])
+
+
+def npu_chips() -> tuple[str, ...]:
+    """The Ascend NPU chips behaviour rules describe, in order (hardware.yaml `npu_chips`)."""
+    load_chips()
+    return tuple(load_checked(_FILE)["npu_chips"]["chips"])
 
 
 def get_chip(name: str) -> ChipProfile:

@@ -1,4 +1,5 @@
-"""Load and validate mappings/coverage/torch_npu-<version>.yaml (schema in docs/coverage.md); cached per file."""
+"""Load and validate mappings/coverage/torch_npu-<version>.yaml (format in docs/coverage.md, schema in
+schemas/coverage.torch_npu.schema.json); cached per file."""
 
 from __future__ import annotations
 
@@ -9,24 +10,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from npuport.errors import MappingError, NpuportError
-from npuport.mappings import check_fields, load_yaml, mappings_dir
+from npuport.mappings import load_checked, mappings_dir
 
 SCHEMA = "npuport.coverage/1"
 _FILE = re.compile(r"^torch_npu-(?P<version>[0-9][0-9A-Za-z.+]*)\.yaml$")
 KNOWN_PATHS = frozenset({"op_api", "acl_op", "dvm", "core", "composite_explicit"})
 TORCH_GROUPS = ("implicit", "explicit", "cpu", "none")
-
-_TOP_REQUIRED: dict[str, type | tuple[type, ...]] = {
-    "schema": str, "torch_npu": str, "torch": str, "source": dict, "native": dict, "native_composites": list,
-    "autograd": list, "quant": dict, "sparse": dict, "dropped": dict, "custom": dict, "delegates": dict,
-    "torch_tables": dict,
-}
-_TOP_OPTIONAL: dict[str, type | tuple[type, ...]] = {"fallback_error_env": str}
-_SOURCE: dict[str, type | tuple[type, ...]] = {
-    "torch_npu_wheel": str, "torch_npu_sha256": str, "torch_npu_yaml": str, "torch_wheel": str,
-    "torch_sha256": str, "torch_yaml": str, "script": str, "script_version": int,
-}
-_CUSTOM: dict[str, type | tuple[type, ...]] = {"schema": str, "paths": list, "exposed": bool}
 
 
 @dataclass(frozen=True)
@@ -126,13 +115,10 @@ def _names(value: Any, file: str, entry: str, prefix: str) -> list[str]:
 @functools.lru_cache(maxsize=32)
 def _load(path: str, mtime_ns: int) -> CoverageDB:
     name = f"coverage/{Path(path).name}"
-    doc = load_yaml(name)
-    check_fields(doc, file=name, entry="<top>", required=_TOP_REQUIRED, optional=_TOP_OPTIONAL)
-    if doc["schema"] != SCHEMA:
-        raise MappingError(name, "<top>", "schema", f"expected {SCHEMA!r}, got {doc['schema']!r}")
+    # the schema checks the top level, `source` and the custom entries; the operator tables are checked here, once
+    doc = load_checked(name)
     if f"torch_npu-{doc['torch_npu']}.yaml" != Path(path).name:
         raise MappingError(name, "<top>", "torch_npu", f"{doc['torch_npu']!r} does not match the file name")
-    check_fields(doc["source"], file=name, entry="source", required=_SOURCE)
     native = {op: _paths(p, name, op, "native") for op in _names(doc["native"], name, "native", "aten::") for p in [doc["native"][op]]}
     for section in ("native_composites", "autograd"):
         missing = [op for op in _names(doc[section], name, section, "aten::") if op not in native]
@@ -140,11 +126,9 @@ def _load(path: str, mtime_ns: int) -> CoverageDB:
             raise MappingError(name, section, missing[0], "listed here but not under native")
     custom = {}
     for op in _names(doc["custom"], name, "custom", "npu::"):
-        check_fields(doc["custom"][op], file=name, entry=op, required=_CUSTOM)
         entry = doc["custom"][op]
         custom[op] = CustomEntry(entry["schema"], _paths(entry["paths"], name, op, "paths"), entry["exposed"])
     tables = doc["torch_tables"]
-    check_fields(tables, file=name, entry="torch_tables", required={g: list for g in TORCH_GROUPS})
     category: dict[str, str] = {}
     for group in TORCH_GROUPS:
         for op in _names(tables[group], name, f"torch_tables.{group}", "aten::"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from npuport.coverage.database import available_versions, load
 from npuport.errors import NpuportError
-from npuport.mappings import check_fields, load_yaml
+from npuport.mappings import load_checked
 
 # Read by libtorch_npu.so from torch_npu 2.13.0 on (the sync script records per release whether the library
 # contains it: `fallback_error_env` in each coverage file); =1 makes every CPU fallback raise.
@@ -17,11 +17,9 @@ _LINK_FILE = "coverage/host_link.yaml"
 
 
 def _links() -> tuple[str, dict[str, float]]:
-    doc = load_yaml(_LINK_FILE)
-    check_fields(doc, file=_LINK_FILE, entry="<top>", required={"schema": str, "default": str, "links": dict})
+    doc = load_checked(_LINK_FILE)  # fields and types: schemas/coverage.host_link.schema.json
     rates: dict[str, float] = {}
     for name, link in doc["links"].items():
-        check_fields(link, file=_LINK_FILE, entry=str(name), required={"bytes_per_s": (int, float), "source": str})
         rates[str(name)] = float(link["bytes_per_s"])
     if doc["default"] not in rates:
         raise NpuportError(f"{_LINK_FILE}: default link {doc['default']!r} is not under links", ", ".join(rates))

@@ -1,9 +1,10 @@
 """Devices parity runs on: cpu, cpu64 (the float64 golden), cuda[:i], npu[:i] and a fault-injection CPU.
 
-This is the only module that touches CUDA or torch_npu specifics, and it imports torch_npu lazily: importing it
-changes how `import torch` behaves (backend autoload), so nothing else in npuport may. Tests drive the npu code
-path with a CPU-backed stand-in (`NPUPORT_NPU_STANDIN=1` when torch_npu is absent); the stand-in says so in its
-name and versions, so a report never claims a real NPU ran.
+The device specifics parity needs (seeding, numerics settings, synchronize, versions) live here; torch_npu itself
+is imported only through npuport.devices.backend, on the first use of an npu device, because importing it changes
+how `import torch` behaves (backend autoload). Tests drive the npu code path with a CPU-backed stand-in
+(npuport.devices.standin; `NPUPORT_NPU_STANDIN=1` when torch_npu is absent); the stand-in says so in its name and
+versions, so a report never claims a real NPU ran.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class CudaDevice(Device):
     def versions(self) -> dict[str, Any]:
         out = super().versions()
         props = torch.cuda.get_device_properties(self.torch_device)
-        out.update({"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(), "gpu": props.name,
+        out.update({"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(), "gpu": props.name,  # type: ignore[no-untyped-call]  # torch leaves cudnn.version() unannotated
                     "capability": f"{props.major}.{props.minor}", "driver": nvidia.driver_version()})
         return out
 
@@ -190,7 +191,8 @@ class NpuDevice(Device):
         return out
 
     def memory_peak(self) -> int | None:
-        return _call(self._npu().npu, "max_memory_allocated")
+        peak: int | None = _call(self._npu().npu, "max_memory_allocated")  # torch_npu is untyped
+        return peak
 
     def reset_memory_peak(self) -> None:
         _call(self._npu().npu, "reset_peak_memory_stats")

@@ -2,7 +2,8 @@
 synchronize, graph capture, CPU pinning.
 
 Every accelerator specific is imported lazily inside a function (STYLE 6): `torch_npu` only when the user
-asks for an npu device (through npuport/devices/device.py, which owns that import), CUDA only when one is present.
+asks for an npu device (through npuport.devices.device, which imports it with npuport.devices.backend, the module that
+owns that import), CUDA only when one is present.
 npuport/devices/device.py has no events, graphs or clock reading (it serves parity), so those live here. Clock state is read, never set: no clock, power or
 persistence setting is ever changed here.
 """

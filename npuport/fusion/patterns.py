@@ -1,4 +1,4 @@
-"""Load fusion patterns and replacements from mappings/fusions.yaml, validated at load."""
+"""Load fusion patterns and replacements from mappings/fusions.yaml, validated at load (schemas/fusions.schema.json)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npuport.errors import MappingError
-from npuport.mappings import check_fields, load_yaml
+from npuport.mappings import load_checked
 
 _FILE = "fusions.yaml"
-_DIRS = ("up", "down", "skip", "skip_down")
 
 
 @dataclass(frozen=True)
@@ -55,10 +54,6 @@ class FusionData:
 
 
 def _step(pid: str, raw: dict, known: set[str]) -> Step:
-    check_fields(raw, file=_FILE, entry=f"{pid}.steps", required={"name": str, "dir": str, "from": (str, list), "ops": list},
-                 optional={"optional": bool, "max": int})
-    if raw["dir"] not in _DIRS:
-        raise MappingError(_FILE, f"{pid}.{raw['name']}", "dir", f"expected one of {_DIRS}, got {raw['dir']!r}")
     sources = tuple([raw["from"]] if isinstance(raw["from"], str) else raw["from"])
     for s in sources:
         if s not in known:
@@ -68,20 +63,13 @@ def _step(pid: str, raw: dict, known: set[str]) -> Step:
 
 @functools.lru_cache(maxsize=1)
 def load_fusions() -> FusionData:
-    data = load_yaml(_FILE)
+    data = load_checked(_FILE)  # fields, types, step directions and replacement kinds: the schema
     reps: dict[str, Replacement] = {}
     for rid, raw in data["replacements"].items():
-        check_fields(raw, file=_FILE, entry=f"replacements.{rid}", required={"kind": str, "op": str, "source": str},
-                     optional={"call": str, "kernel": str, "constraints": dict})
-        if raw["kind"] not in ("torch_npu", "npuport_kernel", "aten", "native"):
-            raise MappingError(_FILE, f"replacements.{rid}", "kind", f"unknown kind {raw['kind']!r}")
         reps[rid] = Replacement(rid, raw["kind"], raw["op"], raw.get("call", ""), raw.get("kernel"), dict(raw.get("constraints", {})), raw["source"])
     patterns: list[Pattern] = []
     seen: set[str] = set()
     for raw in data["patterns"]:
-        check_fields(raw, file=_FILE, entry=str(raw.get("id", "?")),
-                     required={"id": str, "title": str, "anchor": list, "steps": list, "output": list, "replacements": list, "source": str},
-                     optional={"returns": list, "check": str})
         pid = raw["id"]
         if pid in seen:
             raise MappingError(_FILE, pid, "id", "duplicate pattern id")

@@ -10,8 +10,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from npuport.errors import NpuportError
-from npuport.mappings import check_fields, load_yaml
+from npuport.errors import MappingError, NpuportError
+from npuport.mappings import load_checked
 
 _FILE = "routes.yaml"
 
@@ -29,12 +29,14 @@ class RouteSpec:
 
 @functools.lru_cache(maxsize=1)
 def load_routes() -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, float]], dict[str, RouteSpec]]:
-    d = load_yaml(_FILE)
+    d = load_checked(_FILE)  # fields and types: schemas/routes.schema.json
     dims = d["dimensions"]
+    for where, table in [(f"presets.{p}", w) for p, w in d["presets"].items()] + [(f"routes.{r}", v["scores"]) for r, v in d["routes"].items()]:
+        for dim in table:
+            if dim not in dims:
+                raise MappingError(_FILE, where, str(dim), f"not a dimension (one of {', '.join(dims)})")
     routes = {}
     for rid, raw in d["routes"].items():
-        check_fields(raw, file=_FILE, entry=rid, required={"title": str, "applies_to": list, "expected_attainment": float, "scores": dict, "why": str},
-                     optional={"ops": list})
         routes[rid] = RouteSpec(rid, raw["title"], tuple(raw["applies_to"]), float(raw["expected_attainment"]),
                                 {k: float(v) for k, v in raw["scores"].items()}, raw["why"], tuple(raw.get("ops", [])))
     return dims, d["presets"], routes

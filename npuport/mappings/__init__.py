@@ -1,21 +1,28 @@
-"""Load the YAML knowledge base under mappings/ and check it against small declarative schemas.
+"""Load the YAML knowledge base under mappings/ and check it against its JSON Schema (mappings/schemas/).
 
-Every fact in mappings/ carries a `source:`; the loaders here reject unknown fields and missing required ones at
-load time, so a typo in a rule never silently disables it.
+Every fact in mappings/ carries a `source:`; `load_checked` rejects unknown fields, missing required ones and
+wrongly typed values at load time, naming file, entry and field, so a typo in a rule never silently disables it.
+What a schema cannot say (cross-references between entries and files) stays in the loaders. See docs/mappings.md.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
+import jsonschema
 import yaml
+from jsonschema.exceptions import ValidationError, best_match
 
 from npuport.errors import MappingError, NpuportError
 
 _SHIPPED = Path(__file__).resolve().parent  # the YAML files ship inside the package, beside this module
+SCHEMAS = _SHIPPED / "schemas"  # always the shipped schemas, also when $NPUPORT_MAPPINGS replaces the data
 
 
 def mappings_dir() -> Path:
@@ -45,26 +52,113 @@ def load_yaml(name: str) -> Any:
         raise NpuportError(f"mapping file {name} is not valid YAML", "YAML", str(exc).splitlines()[0]) from None
 
 
-def check_fields(
-    data: Mapping[str, Any],
-    *,
-    file: str,
-    entry: str,
-    required: Mapping[str, type | tuple[type, ...]],
-    optional: Mapping[str, type | tuple[type, ...]] | None = None,
-) -> None:
-    """Reject unknown fields, missing required fields and wrongly typed values, naming file, entry and field."""
-    optional = optional or {}
-    if not isinstance(data, Mapping):
-        raise MappingError(file, entry, "-", f"expected a mapping, got {type(data).__name__}")
-    for key in data:
-        if key not in required and key not in optional:
-            raise MappingError(file, entry, str(key), "unknown field")
-    for key, kind in required.items():
-        if key not in data:
-            raise MappingError(file, entry, key, "missing required field")
-    for key, value in data.items():
-        kind = required.get(key) or optional.get(key)
-        if kind is not None and value is not None and not isinstance(value, kind):
-            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            raise MappingError(file, entry, str(key), f"expected {names}, got {type(value).__name__}")
+def schema_path(name: str) -> Path:
+    """The schema of mappings/<name>: 'hardware.yaml' -> schemas/hardware.schema.json, 'coverage/host_link.yaml' ->
+    schemas/coverage.host_link.schema.json; every coverage/torch_npu-<version>.yaml shares coverage.torch_npu."""
+    stem = name.removesuffix(".yaml")
+    if stem.startswith("coverage/torch_npu-"):
+        stem = "coverage/torch_npu"
+    return SCHEMAS / (stem.replace("/", ".") + ".schema.json")
+
+
+@functools.lru_cache(maxsize=32)
+def _validator(path: str) -> Any:
+    """The compiled validator of one schema file. The schemas ship with the code (NPUPORT_MAPPINGS replaces the data,
+    never the schemas), so checking them against the meta-schema is left to tests/test_mappings_schemas.py: at run
+    time it would cost more than validating every file."""
+    with open(path, encoding="utf-8") as fh:
+        schema = json.load(fh)
+    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+
+
+_VALIDATED: set[tuple[str, int]] = set()  # (path, mtime_ns) of files that passed, so each is validated once
+
+
+def load_checked(name: str) -> Any:
+    """Parse mappings/<name> and validate it against its schema (once per file version); MappingError on a violation."""
+    data = load_yaml(name)
+    path = mappings_dir() / name
+    key = (str(path), path.stat().st_mtime_ns)
+    if key not in _VALIDATED:
+        check_document(data, name)
+        _VALIDATED.add(key)
+    return data
+
+
+def check_document(data: Any, name: str) -> None:
+    """Validate parsed YAML against the schema of mappings/<name>, raising MappingError(file, entry, field, problem)."""
+    schema = schema_path(name)
+    if not schema.is_file():
+        raise NpuportError(f"no schema for mapping file {name}", f"a file at {schema}", "no such file")
+    validator = _validator(str(schema))
+    if validator.is_valid(data):
+        return
+    error = best_match(validator.iter_errors(data))
+    raise _mapping_error(name, data, error) from None
+
+
+def _render(parts: Sequence[Any]) -> str:
+    """['rules', 3, 'match', 'where', 0] -> 'rules[3].match.where[0]'."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _mapping_error(name: str, data: Any, error: ValidationError) -> MappingError:
+    path: list[Any] = list(error.absolute_path)
+    kind, value, instance = error.validator, error.validator_value, error.instance
+    if "propertyNames" in error.schema_path:  # the failing value is a key of the object at `path`
+        path.append(instance)
+        problem = f"name does not match {value}" if kind == "pattern" else f"bad name: {error.message}"
+    elif kind == "required":
+        path.append(next(k for k in value if k not in instance))
+        problem = "missing required field"
+    elif kind == "additionalProperties":
+        known = set(error.schema.get("properties", {}))
+        patterns = list(error.schema.get("patternProperties", {}))
+        path.append(next(k for k in instance if k not in known and not any(re.search(p, str(k)) for p in patterns)))
+        problem = "unknown field"
+    elif kind == "type":
+        wanted = "/".join(value) if isinstance(value, list) else str(value)
+        problem = f"expected {wanted}, got {_json_type(instance)}"
+    elif kind == "enum":
+        problem = f"expected one of {', '.join(map(str, value))}, got {instance!r}"
+    elif kind == "const":
+        problem = f"expected {value!r}, got {instance!r}"
+    elif kind == "pattern":
+        problem = f"{instance!r} does not match {value}"
+    elif kind in ("anyOf", "oneOf") and all(isinstance(s, dict) and "type" in s for s in value):
+        problem = f"expected {' or '.join(str(s['type']) for s in value)}, got {_json_type(instance)}"
+    else:
+        problem = error.message
+    entry, field = _entry_and_field(data, path)
+    return MappingError(name, entry, field, problem)
+
+
+def _entry_and_field(data: Any, path: list[Any]) -> tuple[str, str]:
+    """Entry: the innermost object on the path with a string `id` (named by it), else the failing value's parent;
+    field: the rest of the path."""
+    node, anchor = data, -1
+    for i, part in enumerate(path[:-1]):
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            break
+        if isinstance(node, dict) and isinstance(node.get("id"), str):
+            anchor = i
+    if anchor >= 0:
+        node = data
+        for part in path[: anchor + 1]:
+            node = node[part]
+        return node["id"], _render(path[anchor + 1:]) or "-"
+    return _render(path[:-1]) or "<top>", _render(path[-1:]) or "-"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {dict: "object", list: "array", str: "string", int: "integer", float: "number"}.get(type(value), type(value).__name__)
+

@@ -7,7 +7,7 @@ memory-bound at one token), so the audit traces each scenario separately and com
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from npuport.errors import NpuportError
 
@@ -64,7 +64,7 @@ def parse_scenario(text: str) -> Scenario:
     sc = DEFAULTS[name]  # type: ignore[index]
     if not opts:
         return sc
-    values: dict[str, int] = {}
+    values: dict[str, Any] = {}  # batch / seq / past, all int; Any lets it fill replace()'s keyword arguments
     for part in opts.split(","):
         key, eq, val = part.partition("=")
         key = key.strip()

@@ -2,5 +2,6 @@
 
 Pipeline and module map (docs/parity.md): session (same weights and inputs on any device), capture (module and op
 outputs, gradients), stats (batched on-device statistics), artifact (manifest + safetensors), metrics, compare,
-localize (first divergence, replay, op re-run), report / report_doc (JSON, text, markdown, html), run (commands).
+localize (first divergence, replay, op re-run), run (record / compare, behind npuport.api), json_form (the
+npuport.parity/1 object that npuport.render.parity_text and parity_doc show).
 """

@@ -1,16 +1,14 @@
-"""Dtype-aware tolerances from mappings/tolerances.yaml (see the file's header for what each field means)."""
+"""Dtype-aware tolerances from mappings/tolerances.yaml (see the file's header for what each field means; schema:
+schemas/tolerances.schema.json)."""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
 
-from npuport.errors import MappingError
-from npuport.mappings import check_fields, load_yaml
+from npuport.mappings import load_checked
 
 FILE = "tolerances.yaml"
-_NUM = (int, float)
-_FIELDS = {"rtol": _NUM, "atol": _NUM, "rel_l2": _NUM, "cosine": _NUM, "k": _NUM, "floor": _NUM, "op_rel_l2": _NUM, "source": str}
 INTEGER = "integer"
 
 
@@ -60,20 +58,11 @@ class Tolerances:
 
 @functools.lru_cache(maxsize=4)
 def _load(_: str = FILE) -> Tolerances:
-    data = load_yaml(FILE)
-    check_fields(data, file=FILE, entry="(top)", required={"schema": str, "dtypes": dict},
-                 optional={"stats_k_factor": _NUM, "nondeterministic_ops": dict})
-    if data["schema"] != "npuport.tolerances/1":
-        raise MappingError(FILE, "(top)", "schema", f"unknown schema {data['schema']!r}")
+    data = load_checked(FILE)  # fields, types and the dtype rows every run needs: schemas/tolerances.schema.json
     rows: dict[str, Tolerance] = {}
     for name, row in data["dtypes"].items():
-        check_fields(row, file=FILE, entry=name, required=_FIELDS)
         rows[name] = Tolerance(dtype=name, **{k: (float(v) if k != "source" else v) for k, v in row.items()})
-    for needed in ("float32", "float32-tf32", "float16", "bfloat16", "float64", INTEGER):
-        if needed not in rows:
-            raise MappingError(FILE, needed, "-", "missing dtype entry")
     nd = data.get("nondeterministic_ops") or {}
-    check_fields(nd, file=FILE, entry="nondeterministic_ops", required={}, optional={"npu": list, "cuda": list, "source": str})
     lists = {k: tuple(v) for k, v in nd.items() if k != "source"}
     return Tolerances(rows, float(data.get("stats_k_factor", 1.0)), lists)
 

@@ -1,4 +1,5 @@
-"""Text sections for what later stages attach to the audit: fusion advice and implementation routes."""
+"""Text sections for what later stages attach to the audit: fusion advice, implementation routes, CPU fallbacks,
+behaviour findings and the source scan (also shown alone by `audit --static-only`)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 A typo in a rule (an unknown match key, a chip that does not exist, a predicate that is not registered, a bad
 version range) fails here, naming the file, the rule id and the field, so a rule never silently stops firing.
+Fields and types are checked by schemas/behaviours.schema.json; the cross-references stay here.
 """
 
 from __future__ import annotations
@@ -12,27 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from npuport.cost.roofline import load_chips
+from npuport.cost.roofline import load_chips, npu_chips
 from npuport.errors import MappingError
-from npuport.mappings import check_fields, load_yaml
+from npuport.mappings import check_document, load_yaml
 from npuport.rules import predicates
 
 FILE = "behaviours.yaml"
-LEVELS = ("info", "warning", "error")
-IMPACTS = ("numerics", "performance", "crash")
-DETECTIONS = ("trace", "presence")
-SCOPES = ("sites", "traces")
-NPU_CHIPS = ("Ascend910A", "Ascend910B", "Ascend310P")
-COMPARATORS = ("eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "is_set")
-_ID = re.compile(r"^NPB\d{3}$")
+LEVELS = ("info", "warning", "error")  # in rising order (the engine ranks by it); the schema lists the same values
 _VERSION_TERM = re.compile(r"^(>=|<=|==|!=|>|<)\s*(\d+(?:\.\d+)*)(?:\.post\d+|rc\d+)?$")
-
-_RULE_REQUIRED = {"id": str, "title": str, "impact": str, "level": str, "detection": str, "match": dict,
-                  "explanation": str, "fix": str, "source": str}
-_RULE_OPTIONAL = {"fact": str, "chips": list, "levels": dict, "reproducibility": bool, "torch_npu": str,
-                  "scope": str}
-_MATCH_FIELDS = {"ops": list, "exclude_ops": list, "apis": list, "exclude_apis": list, "module_types": list,
-                 "phases": list, "exclude_frames": list, "dtypes": list, "self_dtypes": list, "where": list, "predicate": (str, dict)}
 
 
 @dataclass(frozen=True)
@@ -56,7 +44,7 @@ class Rule:
     source: str
     fact: str = ""
     scope: str = "sites"
-    chips: tuple[str, ...] = NPU_CHIPS
+    chips: tuple[str, ...] = ()  # the loader fills in hardware.yaml `npu_chips` for a rule that lists none
     levels: Mapping[str, str] = field(default_factory=dict)
     reproducibility: bool = False
     torch_npu: tuple[tuple[str, tuple[int, ...]], ...] = ()
@@ -112,38 +100,22 @@ def version_in_range(version: str, terms: tuple[tuple[str, tuple[int, ...]], ...
     return True
 
 
-def _strings(raw: Mapping[str, Any], key: str, rid: str) -> tuple[str, ...]:
-    values = raw.get(key) or []
-    for v in values:
-        if not isinstance(v, str):
-            raise MappingError(FILE, rid, f"match.{key}", f"expected a list of strings, got {v!r}")
-    return tuple(values)
+def _strings(raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    return tuple(raw.get(key) or [])  # lists of strings: the schema checked them
 
 
 def _conditions(items: list, rid: str) -> tuple[Condition, ...]:
     out = []
     for i, item in enumerate(items):
         where = f"match.where[{i}]"
-        if not isinstance(item, dict):
-            raise MappingError(FILE, rid, where, "expected a mapping")
         subjects = [k for k in ("arg", "output_numel", "input_rank") if k in item]
         if len(subjects) != 1:
             raise MappingError(FILE, rid, where, "needs exactly one of arg, output_numel, input_rank")
         subject = subjects[0]
-        tests = tuple((k, v) for k, v in item.items() if k != subject)
-        for k, v in tests:
-            if k not in COMPARATORS:
-                raise MappingError(FILE, rid, f"{where}.{k}", f"unknown comparator (one of {', '.join(COMPARATORS)})")
-            if k in ("in", "not_in") and not isinstance(v, list):
-                raise MappingError(FILE, rid, f"{where}.{k}", "expected a list")
+        tests = tuple((k, v) for k, v in item.items() if k != subject)  # comparators: the schema allows only eq ne in not_in gt ge lt le is_set
         if not tests:
             raise MappingError(FILE, rid, where, "needs at least one comparator")
-        key = item[subject]
-        if subject == "arg" and not isinstance(key, str):
-            raise MappingError(FILE, rid, f"{where}.arg", "expected an argument name")
-        if subject == "input_rank" and not isinstance(key, int):
-            raise MappingError(FILE, rid, f"{where}.input_rank", "expected an input position (int)")
-        out.append(Condition(subject, key, tests))
+        out.append(Condition(subject, item[subject], tests))
     return tuple(out)
 
 
@@ -154,9 +126,7 @@ def _predicate(spec: Any, rid: str) -> tuple[str | None, dict[str, Any]]:
         name, params = spec, {}
     else:
         params = dict(spec)
-        name = params.pop("name", None)
-        if not isinstance(name, str):
-            raise MappingError(FILE, rid, "match.predicate.name", "missing predicate name")
+        name = params.pop("name")  # a string: the schema requires it
     fn = predicates.REGISTRY.get(name)
     if fn is None:
         raise MappingError(FILE, rid, "match.predicate", f"unknown predicate {name!r} (registered: {', '.join(sorted(predicates.REGISTRY))})")
@@ -167,15 +137,10 @@ def _predicate(spec: Any, rid: str) -> tuple[str | None, dict[str, Any]]:
     return name, params
 
 
-def _rule(raw: Any, chips: set[str]) -> Rule:
-    rid = raw.get("id", "?") if isinstance(raw, dict) else "?"
-    check_fields(raw, file=FILE, entry=str(rid), required=_RULE_REQUIRED, optional=_RULE_OPTIONAL)
-    if not _ID.match(rid):
-        raise MappingError(FILE, rid, "id", "expected NPB followed by three digits")
-    for key, allowed in (("impact", IMPACTS), ("level", LEVELS), ("detection", DETECTIONS), ("scope", SCOPES)):
-        if key in raw and raw[key] not in allowed:
-            raise MappingError(FILE, rid, key, f"expected one of {', '.join(allowed)}, got {raw[key]!r}")
-    rule_chips = tuple(raw.get("chips") or NPU_CHIPS)
+def _rule(raw: Any, chips: set[str], default_chips: tuple[str, ...]) -> Rule:
+    # fields, types, the id pattern and the impact / level / detection / scope values: the schema checked them
+    rid = raw["id"]
+    rule_chips = tuple(raw.get("chips") or default_chips)
     for chip in rule_chips:
         if chip not in chips:
             raise MappingError(FILE, rid, "chips", f"unknown chip {chip!r} (hardware.yaml has {', '.join(sorted(chips))})")
@@ -183,21 +148,14 @@ def _rule(raw: Any, chips: set[str]) -> Rule:
     for chip, level in levels.items():
         if chip not in chips:
             raise MappingError(FILE, rid, "levels", f"unknown chip {chip!r}")
-        if level not in LEVELS:
-            raise MappingError(FILE, rid, f"levels.{chip}", f"expected one of {', '.join(LEVELS)}")
     version_text = raw.get("torch_npu") or ""
     try:
         version_range = parse_range(version_text) if version_text else ()
     except ValueError as exc:
         raise MappingError(FILE, rid, "torch_npu", f"bad version term {exc} (expected e.g. '>=2.1,<2.6')") from None
     match = raw["match"]
-    check_fields(match, file=FILE, entry=f"{rid} match", required={}, optional=_MATCH_FIELDS)
     if not match:
         raise MappingError(FILE, rid, "match", "empty: a rule must say what it applies to")
-    for key in ("phases",):
-        for v in match.get(key) or []:
-            if v not in ("forward", "backward"):
-                raise MappingError(FILE, rid, "match.phases", f"expected forward/backward, got {v!r}")
     name, params = _predicate(match.get("predicate"), rid)
     scope = raw.get("scope", "sites")
     if scope == "traces" and (name is None or not predicates.REGISTRY[name].over_traces):
@@ -209,11 +167,11 @@ def _rule(raw: Any, chips: set[str]) -> Rule:
         explanation=" ".join(raw["explanation"].split()), fix=raw["fix"], source=raw["source"],
         fact=raw.get("fact", ""), scope=scope, chips=rule_chips, levels=dict(levels),
         reproducibility=bool(raw.get("reproducibility", False)), torch_npu=version_range, torch_npu_text=version_text,
-        ops=frozenset(_strings(match, "ops", rid)), exclude_ops=frozenset(_strings(match, "exclude_ops", rid)),
-        apis=_strings(match, "apis", rid), exclude_apis=_strings(match, "exclude_apis", rid),
-        exclude_frames=frozenset(_strings(match, "exclude_frames", rid)),
-        module_types=frozenset(_strings(match, "module_types", rid)), phases=frozenset(_strings(match, "phases", rid)),
-        dtypes=frozenset(_strings(match, "dtypes", rid)), self_dtypes=frozenset(_strings(match, "self_dtypes", rid)),
+        ops=frozenset(_strings(match, "ops")), exclude_ops=frozenset(_strings(match, "exclude_ops")),
+        apis=_strings(match, "apis"), exclude_apis=_strings(match, "exclude_apis"),
+        exclude_frames=frozenset(_strings(match, "exclude_frames")),
+        module_types=frozenset(_strings(match, "module_types")), phases=frozenset(_strings(match, "phases")),
+        dtypes=frozenset(_strings(match, "dtypes")), self_dtypes=frozenset(_strings(match, "self_dtypes")),
         where=_conditions(match.get("where") or [], rid), predicate=name, predicate_params=params,
     )
 
@@ -222,11 +180,12 @@ def rules_from_data(data: Any, chips: set[str]) -> list[Rule]:
     """Build and check rules from parsed YAML (split out so tests can feed broken documents)."""
     if not isinstance(data, dict) or data.get("schema") != "npuport.behaviours/1":
         raise MappingError(FILE, "-", "schema", "expected schema: npuport.behaviours/1")
-    check_fields(data, file=FILE, entry="-", required={"schema": str, "rules": list})
+    check_document(data, FILE)  # schemas/behaviours.schema.json
+    default_chips = npu_chips()
     rules: list[Rule] = []
     seen: set[str] = set()
     for raw in data["rules"]:
-        rule = _rule(raw, chips)
+        rule = _rule(raw, chips, default_chips)
         if rule.id in seen:
             raise MappingError(FILE, rule.id, "id", "duplicate rule id")
         seen.add(rule.id)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from npuport.cost.op_costs import call_cost
-from npuport.cost.roofline import get_chip
+from npuport.cost.roofline import default_chip, get_chip
 from npuport.errors import NpuportError
 from npuport.rules import predicates
 from npuport.rules.catalog import LEVELS, Condition, Rule, load_rules
@@ -241,19 +241,20 @@ def _share_by_scenario(evidence: list[Evidence]) -> dict[str, float]:
 def evaluate(
     traces: Mapping[str, Trace],
     *,
-    chip: str = "Ascend910B",
+    chip: str | None = None,
     torch_npu: str | None = None,
     time_share: Callable[[OpCall], float] | None = None,
     reproducibility: bool = False,
     rules: Sequence[Rule] | None = None,
 ) -> list[Finding]:
-    """Findings of the behaviour rules over `traces` (scenario name -> Trace) for `chip` and `torch_npu`.
+    """Findings of the behaviour rules over `traces` (scenario name -> Trace) for `chip` (default: hardware.yaml's
+    default_target) and `torch_npu`.
 
     `time_share(call)` is the call's share of its scenario's estimated time (from the audit); without it a
     roofline estimate on `chip` is used. `reproducibility=True` turns on the rules that matter only when
     results must repeat exactly (nondeterministic ops, HCCL determinism, parity settings).
     """
-    chip = _npu_chip(chip)
+    chip = _npu_chip(default_chip() if chip is None else chip)
     rules = [r for r in (rules if rules is not None else load_rules()) if r.applies_to(chip, torch_npu, reproducibility)]
     shares = _Shares(chip, time_share)
     hits: dict[str, dict[tuple, list]] = {}

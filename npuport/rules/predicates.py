@@ -9,10 +9,12 @@ fails at import, like torch's register_flop_formula.
 from __future__ import annotations
 
 import fnmatch
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from npuport import coverage
+from npuport.mappings import load_checked
 from npuport.rules.sites import Context, Site, base_name
 from npuport.trace.records import TensorMeta, Trace
 
@@ -29,6 +31,23 @@ class PredicateSpec:
 
 
 REGISTRY: dict[str, PredicateSpec] = {}
+
+
+@dataclass(frozen=True)
+class OpTables:
+    """The op tables the predicates read, by base name (mappings/op_classes.yaml `predicate_ops`)."""
+
+    allocators: frozenset[str]  # torch.empty* : allocate without initialising
+    collective_namespaces: frozenset[str]
+    collective_reductions: frozenset[str]
+    seeded_npu_ops: frozenset[str]
+    fusion_attention_ops: frozenset[str]
+
+
+@functools.lru_cache(maxsize=1)
+def op_tables() -> OpTables:
+    raw = load_checked("op_classes.yaml")["predicate_ops"]
+    return OpTables(**{key: frozenset(raw[key]["ops"]) for key in OpTables.__dataclass_fields__})
 
 
 def predicate(name: str, *, over_traces: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -56,20 +75,18 @@ def complex_dtype(site: Site, ctx: Context) -> str | None:
     return None
 
 
-_EMPTY = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
-
-
 @predicate("uninitialized_read")
 def uninitialized_read(site: Site, ctx: Context) -> str | None:
     """The first op to touch a torch.empty* result reads it instead of writing it."""
     call = site.call
-    if call is None or call.phase != "forward" or site.name in _EMPTY:
+    allocators = op_tables().allocators
+    if call is None or call.phase != "forward" or site.name in allocators:
         return None
     for i, t in enumerate(site.inputs):
         if i in call.mutated:
             continue
         producer = ctx.producer(t.id)
-        if producer is None or base_name(producer.op) not in _EMPTY:
+        if producer is None or base_name(producer.op) not in allocators:
             continue
         first = next((c for c in ctx.consumers(t.id) if c.index > producer.index), None)
         if first is call:
@@ -77,19 +94,13 @@ def uninitialized_read(site: Site, ctx: Context) -> str | None:
     return None
 
 
-_COLLECTIVE_NS = ("_c10d_functional", "c10d_functional", "c10d")
-_REDUCTIONS = {"all_reduce", "all_reduce_", "allreduce_", "all_reduce_coalesced", "all_reduce_coalesced_",
-               "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced", "reduce_scatter_", "_reduce_scatter_base_",
-               "reduce_", "allreduce_coalesced_"}
-
-
 def _is_collective(site: Site) -> bool:
-    return site.op.split("::", 1)[0] in _COLLECTIVE_NS and site.name not in ("wait_tensor", "barrier", "broadcast_")
+    return site.op.split("::", 1)[0] in op_tables().collective_namespaces and site.name not in ("wait_tensor", "barrier", "broadcast_")
 
 
 @predicate("collective")
 def collective(site: Site, ctx: Context, reductions_only: bool = False, non_contiguous: bool = False) -> str | None:
-    if not _is_collective(site) or (reductions_only and site.name not in _REDUCTIONS):
+    if not _is_collective(site) or (reductions_only and site.name not in op_tables().collective_reductions):
         return None
     if non_contiguous:
         bad = next((t for t in site.inputs if t.stride is not None), None)
@@ -99,7 +110,7 @@ def collective(site: Site, ctx: Context, reductions_only: bool = False, non_cont
 
 @predicate("hccl_unsupported")
 def hccl_unsupported(site: Site, ctx: Context) -> str | None:
-    if not _is_collective(site) or site.name not in _REDUCTIONS:
+    if not _is_collective(site) or site.name not in op_tables().collective_reductions:
         return None
     ops = [a for a in site.args if isinstance(a, str) and a.lower() in ("band", "bor", "bxor")]
     if ops:
@@ -151,20 +162,15 @@ def dropout_mask_read(site: Site, ctx: Context) -> str | None:
     return None
 
 
-_SEEDED = {"_npu_dropout", "_dropout_with_byte_mask", "dropout_with_byte_mask", "npu_dropout_gen_mask",
-           "npu_dropout_do_mask", "npu_dropout_with_add_softmax", "npu_lstm", "npu_lstm_data", "npu_gru",
-           "npu_multi_head_attention", "npu_random_choice_with_mask", "npu_top_k_top_p_sample", "npu_sim_exponential_"}
-_FA = {"npu_fusion_attention", "npu_fusion_attention_v2", "npu_fusion_attention_v3"}
-
-
 @predicate("npu_seeded_op")
 def npu_seeded_op(site: Site, ctx: Context) -> str | None:
     if not site.op.startswith("npu::"):
         return None
-    if site.name in _FA:
+    tables = op_tables()
+    if site.name in tables.fusion_attention_ops:
         keep = site.arg("keep_prob", 1.0)
         return f"keep_prob={keep}" if isinstance(keep, (int, float)) and keep < 1 else None
-    return site.name if site.name in _SEEDED else None
+    return site.name if site.name in tables.seeded_npu_ops else None
 
 
 # ---------------------------------------------------------------- formats, shapes, compilation

@@ -5,7 +5,8 @@ The page is generated so it never drifts from npuport/mappings/behaviours.yaml; 
 
 from __future__ import annotations
 
-from npuport.rules.catalog import NPU_CHIPS, Rule, load_rules
+from npuport.cost.roofline import npu_chips
+from npuport.rules.catalog import Rule, load_rules
 
 _INTRO = """# Behaviour rules and source diagnostics
 
@@ -76,7 +77,7 @@ reference at run time; `migrate` whether `npuport migrate` rewrites it.
 
 
 def _chips(rule: Rule) -> str:
-    if set(rule.chips) == set(NPU_CHIPS) and not rule.levels:
+    if set(rule.chips) == set(npu_chips()) and not rule.levels:
         return "all"
     text = ", ".join(c.removeprefix("Ascend") for c in rule.chips)
     if rule.levels:

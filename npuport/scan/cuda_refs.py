@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, cast
 
 from npuport.scan.source_apis import SourceApis, load_source_apis
 
@@ -87,8 +87,9 @@ class _Positions:
     def offset(self, line: int, byte_col: int) -> int:
         return self.starts[line - 1] + self.char_col(line, byte_col)
 
-    def span(self, node: ast.AST) -> tuple[int, int]:
-        return self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset)
+    def span(self, node: ast.expr | ast.stmt) -> tuple[int, int]:
+        # end positions are None only on nodes built by hand, never on parsed ones
+        return self.offset(node.lineno, node.col_offset), self.offset(cast(int, node.end_lineno), cast(int, node.end_col_offset))
 
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
@@ -210,7 +211,7 @@ class Finder:
             p = self.parent.get(id(p))
         return False
 
-    def _locals(self, fn: ast.AST) -> frozenset[str]:
+    def _locals(self, fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
         got = self._local_cache.get(id(fn))
         if got is None:
             a = fn.args
@@ -234,12 +235,12 @@ class Finder:
         line = getattr(node, "lineno", 1)
         col = self.pos.char_col(line, getattr(node, "col_offset", 0)) + 1
         if isinstance(node, ast.Attribute) and node.end_lineno != node.lineno:  # `GPT(\n ...\n).cuda()`: the token's line
-            line = node.end_lineno
-            col = self.pos.char_col(line, node.end_col_offset) + 1 - len(node.attr)
+            line = cast(int, node.end_lineno)  # parsed nodes always carry their end position
+            col = self.pos.char_col(line, cast(int, node.end_col_offset)) + 1 - len(node.attr)
         self.refs.append(Ref(did, line, col, detail, edits, auto))
 
     def _attr_token(self, node: ast.Attribute, new: str) -> Edit | None:
-        end = self.pos.offset(node.end_lineno, node.end_col_offset)
+        end = self.pos.offset(cast(int, node.end_lineno), cast(int, node.end_col_offset))
         start = end - len(node.attr)
         if self.text[start:end] != node.attr:
             return None
@@ -379,7 +380,7 @@ class Finder:
             callee = self.dotted(call.func) or "" if isinstance(call, ast.Call) else ""
             return True, callee.endswith(("init_process_group", "new_group"))
         if isinstance(p, ast.Call) and p.args and p.args[0] is node:
-            callee = self.dotted(p.func) or (p.func.attr if isinstance(p.func, ast.Attribute) else getattr(p.func, "id", ""))
+            callee = self.dotted(p.func) or (p.func.attr if isinstance(p.func, ast.Attribute) else cast(str, getattr(p.func, "id", "")))
             if callee.endswith(("init_process_group", "new_group")):
                 return True, True
         if isinstance(p, (ast.Assign, ast.AnnAssign)) and p.value is node:
@@ -429,7 +430,7 @@ class Finder:
         return Edit(start, end, f"{m.group(1)}{m.group(2)}{_npu_backend(m.group(3))}{m.group(2)}")
 
     def _string(self, node: ast.Constant) -> None:
-        value = node.value
+        value = cast(str, node.value)  # the walk only passes str constants here
         parent = self.parent.get(id(node))
         if isinstance(parent, ast.JoinedStr):
             if parent.values and parent.values[0] is node and re.match(r"^cuda(:|$)", value):
@@ -499,8 +500,8 @@ class Finder:
         for key, did in self.apis.imports.items():
             if any(m == key or m.startswith(key + ".") for m in modules):
                 # one reference per imported name: `from deepspeed.ops.adam import DeepSpeedCPUAdam, FusedAdam`
-                names = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else [key]
-                for name in names:
+                bound = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else [key]
+                for name in bound:
                     self.add(did, node, f"import of {key}" + (f" ({name})" if name != key else ""))
                 return
 

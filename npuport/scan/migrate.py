@@ -103,7 +103,7 @@ def _import_offset(text: str, tree: ast.Module) -> int:
     """Where `import torch_npu` goes: the line after the first top-level torch import, else after the module
     docstring and __future__ imports."""
     lines = text.splitlines(keepends=True)
-    after = 0
+    after: int | None = 0  # end_lineno is typed Optional; parsed nodes always have one
     for node in tree.body:
         is_torch = (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "torch" for a in node.names)) or (
             isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "torch")

@@ -1,18 +1,16 @@
-"""mappings/source_apis.yaml as typed data: diagnostic ids (NPS...) and the CUDA -> NPU API tables."""
+"""mappings/source_apis.yaml as typed data: diagnostic ids (NPS...) and the CUDA -> NPU API tables (schema:
+schemas/source_apis.schema.json)."""
 
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from typing import Mapping
 
 from npuport.errors import MappingError
-from npuport.mappings import check_fields, load_yaml
+from npuport.mappings import load_checked
 
 FILE = "source_apis.yaml"
-_ID = re.compile(r"^NPS\d{3}$")
-_DIAG_FIELDS = {"title": str, "level": str, "auto": bool, "migrate": bool, "npu": str, "fix": str, "source": str}
 
 
 @dataclass(frozen=True)
@@ -47,19 +45,9 @@ def _check_id(entry: str, value: str, known: Mapping[str, DiagnosticInfo], field
 
 @functools.lru_cache(maxsize=1)
 def load_source_apis() -> SourceApis:
-    data = load_yaml(FILE)
-    check_fields(data, file=FILE, entry="-", required={"schema": str, "diagnostics": dict, "npu_names": list, "groups": dict,
-                 "renamed": dict, "no_equivalent": dict, "torch_apis": dict, "imports": dict, "env_vars": dict},
-                 optional={"npu_device_properties": dict})
-    if data["schema"] != "npuport.source_apis/1":
-        raise MappingError(FILE, "-", "schema", "expected npuport.source_apis/1")
+    data = load_checked(FILE)  # fields, types, id pattern and levels: schemas/source_apis.schema.json
     diags: dict[str, DiagnosticInfo] = {}
     for did, raw in data["diagnostics"].items():
-        if not _ID.match(str(did)):
-            raise MappingError(FILE, str(did), "id", "expected NPS followed by three digits")
-        check_fields(raw, file=FILE, entry=did, required=_DIAG_FIELDS)
-        if raw["level"] not in ("info", "warning", "error"):
-            raise MappingError(FILE, did, "level", "expected info, warning or error")
         diags[did] = DiagnosticInfo(id=did, **raw)
     groups: dict[str, str] = {}
     for did, names in data["groups"].items():
@@ -73,14 +61,5 @@ def load_source_apis() -> SourceApis:
         diagnostics=diags, npu_names=frozenset(data["npu_names"]), groups=groups, renamed=dict(data["renamed"]),
         no_equivalent=dict(data["no_equivalent"]), torch_apis=dict(data["torch_apis"]), imports=dict(data["imports"]),
         env_vars=dict(data["env_vars"]),
-        npu_device_properties=frozenset(_string_list(data.get("npu_device_properties", {}), "npu_device_properties")),
+        npu_device_properties=frozenset((data.get("npu_device_properties") or {}).get("fields", [])),
     )
-
-
-def _string_list(raw: object, entry: str) -> list[str]:
-    """A `{fields: [...], source: ...}` block: the list, checked; the source is required."""
-    if not raw:
-        return []
-    if not isinstance(raw, dict) or not isinstance(raw.get("fields"), list) or not isinstance(raw.get("source"), str):
-        raise MappingError(FILE, entry, "fields", "expected {fields: [names], source: text}")
-    return [str(x) for x in raw["fields"]]

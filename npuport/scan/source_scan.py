@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from npuport.errors import NpuportError
 from npuport.scan.cuda_refs import Finder, Ref
@@ -143,7 +143,7 @@ def _static_path(node: ast.AST, path: Path, env: dict[str, Path]) -> Path | None
             rest = node.args[1:]
             if base is None or not all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in rest):
                 return None
-            return base.joinpath(*[a.value for a in rest])  # type: ignore[union-attr]
+            return base.joinpath(*[a.value for a in rest])  # type: ignore[attr-defined]  # `rest` holds str Constants only (checked above)
     return None
 
 
@@ -152,6 +152,7 @@ def syspath_roots(path: Path, tree: ast.Module) -> list[Path]:
     `wd = Path(__file__).parent.parent.resolve(); sys.path.append(str(wd))` makes `lit_gpt` importable."""
     env: dict[str, Path] = {}
     roots: list[Path] = []
+    node: ast.AST
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             got = _static_path(node.value, path, env)
@@ -229,10 +230,10 @@ def cuda_only_modules(files: list[tuple[Path, ast.Module, list[Ref]]], roots: li
             out[n] = what
         lines = {r.line for r in hits}
         kernels = {d.name for d in tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))
-                   and any(r.line in range(dec.lineno, dec.end_lineno + 1) for dec in d.decorator_list for r in hits)}
+                   and any(r.line in range(dec.lineno, cast(int, dec.end_lineno) + 1) for dec in d.decorator_list for r in hits)}
         # functions that call the module's other CUDA-only functions are CUDA-only too (to a fixed point)
         funcs = {d.name: d for d in tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        direct = {n for n, d in funcs.items() if any(d.lineno <= ln <= d.end_lineno for ln in lines)} | kernels
+        direct = {n for n, d in funcs.items() if any(d.lineno <= ln <= cast(int, d.end_lineno) for ln in lines)} | kernels
         changed = True
         while changed:
             changed = False
@@ -251,7 +252,7 @@ def cuda_only_modules(files: list[tuple[Path, ast.Module, list[Ref]]], roots: li
                 targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
             if not targets:
                 continue
-            inside = any(node.lineno <= ln <= node.end_lineno for ln in lines)
+            inside = any(node.lineno <= ln <= cast(int, node.end_lineno) for ln in lines)
             launches = any(isinstance(n, ast.Name) and n.id in kernels for n in ast.walk(node))
             if inside or launches:
                 for t in targets:

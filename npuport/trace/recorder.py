@@ -14,6 +14,7 @@ import os
 import sys
 from collections import deque
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Iterator
 
 import torch
@@ -24,7 +25,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from npuport.trace import naming
 from npuport.trace.modules import ModuleStack
-from npuport.trace.records import ApiFrame, OpCall, TensorMeta, TensorRef, Trace
+from npuport.trace.records import ApiFrame, OpCall, Phase, TensorMeta, TensorRef, Trace
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _NPUPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -36,7 +37,7 @@ _FAST_NAMES = frozenset({"__get__", "__set__", "dim", "size", "numel", "is_float
 
 def user_source(skip: int = 1) -> str | None:
     """file:line of the innermost frame outside torch and npuport: the model code that issued the op."""
-    frame = sys._getframe(skip)
+    frame: FrameType | None = sys._getframe(skip)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_SKIP_PREFIXES):
@@ -147,13 +148,14 @@ class _OpRecorder(TorchDispatchMode):
             if isinstance(target, torch.Tensor) and id(target) in slot:
                 mutated.append(slot[id(target)])
         node = torch._C._current_autograd_node()
+        phase: Phase
         if node is None and ctx.backward_tag is not None:  # the seed of loss.backward(): the user's loss line
             phase = "backward"
             module, module_type, source, api = ctx.backward_tag
             frame_id = None
         elif node is not None:
             phase = "backward"
-            tag = node.metadata.get(_META_KEY)
+            tag = node.metadata.get(_META_KEY)  # type: ignore[attr-defined]  # torch's stub types Node.metadata as a method; it is a property
             module, module_type, source, api, frame_id = tag if tag else ("", "", None, "backward", None)
             api = f"backward of {api}" if tag else api
         else:
@@ -266,7 +268,7 @@ class Recorder:
         """loss.backward(), with the ops autograd runs outside any node (the ones-like seed) attributed to the op
         that produced the loss: its module and the user's source line, not the caller of the audit."""
         tid = self._ctx.tensor_ids.get(loss)
-        tag = ("", "", None, "backward seed")
+        tag: tuple[str, str, str | None, str] = ("", "", None, "backward seed")
         if tid is not None:
             for call in reversed(self.trace.calls):
                 if any(o.id == tid for o in call.outputs):

@@ -1,4 +1,6 @@
-"""Run one scenario of a model under FakeTensorMode with the recorder attached."""
+"""The fake-tensor setting a trace runs in: the FakeTensorMode models are built and traced under, quiet torch logs, and
+`trace_module` / `trace_callable` to record one step with the Recorder (tests and small tools; the audit's
+trace_stage drives the Recorder itself)."""
 
 from __future__ import annotations
 

@@ -7,10 +7,13 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from npuport.bench.cases import cases_from_report
 from npuport.bench.emit import call_source, emit_scripts
 
 
+@pytest.mark.slow  # one fresh interpreter per emitted script
 def test_emitted_scripts_run_standalone(tiny_audit, tmp_path):
     cases, _ = cases_from_report(tiny_audit, "prefill", top=10, shapes=1)
     picked = [c for c in cases if c.op in ("aten::mm", "aten::scaled_dot_product_attention")] + \

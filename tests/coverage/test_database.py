@@ -27,7 +27,7 @@ def test_round_trip(write_db):
         ({"native_composites": ["aten::softmax.int"]}, r"field 'aten::softmax.int': listed here but not under native"),
         ({"schema": "npuport.coverage/0"}, r"field 'schema'"),
         ({"torch_npu": "9.9.9"}, r"field 'torch_npu': '9.9.9' does not match the file name"),
-        ({"custom": {"npu::x": {"schema": "x() -> ()", "paths": ["op_api"]}}}, r"entry 'npu::x', field 'exposed': missing"),
+        ({"custom": {"npu::x": {"schema": "x() -> ()", "paths": ["op_api"]}}}, r"entry 'custom\.npu::x', field 'exposed': missing"),
         ({"torch_tables": {"implicit": ["aten::mm"], "explicit": [], "cpu": [], "none": []}}, r"operator listed twice"),
     ],
 )

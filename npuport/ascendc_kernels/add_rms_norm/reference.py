@@ -11,7 +11,7 @@ import torch
 
 from npuport.ascendc_kernels.add_rms_norm.tiling import add_rms_norm_tiling
 from npuport.ascendc_kernels.norm_tiling import NormTiling, iter_row_groups
-from npuport.cost.roofline import ChipProfile, get_chip
+from npuport.cost.roofline import ChipProfile, default_chip, get_chip
 
 Out3 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -34,7 +34,7 @@ def add_rms_norm_schedule(x1: torch.Tensor, x2: torch.Tensor, gamma: torch.Tenso
                           tiling: NormTiling | None = None, chip: ChipProfile | None = None) -> Out3:
     """Pass 1 adds in fp32, rounds, writes x (to GM in the kernel), sums squares of the rounded x; in split mode
     pass 2 re-reads the x chunk it wrote."""
-    chip = chip or get_chip("Ascend910B")
+    chip = chip or get_chip(default_chip())
     t = tiling or add_rms_norm_tiling(x1, gamma, eps, chip)
     a, b = x1.reshape(-1, t.h), x2.reshape(-1, t.h)
     y, xs = torch.empty_like(a), torch.empty_like(a)

@@ -33,7 +33,7 @@ from npuport.ascendc_kernels.flash_attention.tiling import (
     plan_flash_attention,
 )
 from npuport.ascendc_kernels.tiling_base import dtype_name
-from npuport.cost.roofline import ChipProfile, get_chip
+from npuport.cost.roofline import ChipProfile, default_chip, get_chip
 from npuport.errors import NpuportError
 
 Opt = torch.Tensor | None
@@ -118,7 +118,7 @@ def flash_attention_schedule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
                              is_causal: bool = False, scale: float | None = None, layout: Layout = "BNSD", *,
                              tiling: FaTiling | None = None,
                              chip: ChipProfile | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    chip = chip or get_chip("Ascend910B")
+    chip = chip or get_chip(default_chip())
     t = tiling or flash_attention_tiling(q, k, mask, is_causal, scale, layout, chip)
     f32 = torch.float32
     qb, kb, vb = (to_bnsd(x, layout) for x in (q, k, v))

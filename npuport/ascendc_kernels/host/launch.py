@@ -16,13 +16,13 @@ from npuport.ascendc_kernels.flash_attention.tiling import MASK_ADDITIVE, MASK_C
 from npuport.ascendc_kernels.host.loader import load_extension
 from npuport.ascendc_kernels.layer_norm.tiling import layer_norm_tiling
 from npuport.ascendc_kernels.rms_norm.tiling import rms_norm_tiling
-from npuport.cost.roofline import ChipProfile, get_chip
+from npuport.cost.roofline import ChipProfile, default_chip, get_chip
 
 CHIP_ENV = "NPUPORT_CHIP"  # chip profile whose numbers the tiling uses on this machine
 
 
 def _chip() -> ChipProfile:
-    return get_chip(os.environ.get(CHIP_ENV, "Ascend910B"))
+    return get_chip(os.environ[CHIP_ENV] if CHIP_ENV in os.environ else default_chip())
 
 
 def _blob(packed: bytes) -> torch.Tensor:

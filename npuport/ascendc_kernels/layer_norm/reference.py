@@ -14,7 +14,7 @@ import torch
 
 from npuport.ascendc_kernels.layer_norm.tiling import layer_norm_tiling
 from npuport.ascendc_kernels.norm_tiling import NormTiling, iter_row_groups
-from npuport.cost.roofline import ChipProfile, get_chip
+from npuport.cost.roofline import ChipProfile, default_chip, get_chip
 
 Out4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 Opt = torch.Tensor | None
@@ -53,7 +53,7 @@ def layer_norm_golden(x: torch.Tensor, gamma: torch.Tensor, beta: Opt = None, re
 
 def layer_norm_schedule(x: torch.Tensor, gamma: torch.Tensor, beta: Opt = None, residual: Opt = None,
                         eps: float = 1e-5, *, tiling: NormTiling | None = None, chip: ChipProfile | None = None) -> Out4:
-    chip = chip or get_chip("Ascend910B")
+    chip = chip or get_chip(default_chip())
     t = tiling or layer_norm_tiling(x, gamma, beta, residual, eps, chip)
     a = x.reshape(-1, t.h)
     r_in = residual.reshape(-1, t.h) if residual is not None else None

@@ -13,7 +13,7 @@ import torch
 
 from npuport.ascendc_kernels.norm_tiling import NormTiling, iter_row_groups
 from npuport.ascendc_kernels.rms_norm.tiling import rms_norm_tiling
-from npuport.cost.roofline import ChipProfile, get_chip
+from npuport.cost.roofline import ChipProfile, default_chip, get_chip
 
 
 def rms_norm_reference(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,7 +33,7 @@ def rms_norm_golden(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6) -> 
 def rms_norm_schedule(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6, *, tiling: NormTiling | None = None,
                       chip: ChipProfile | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Walk the kernel's tiles; returns (y, rstd) like the op."""
-    chip = chip or get_chip("Ascend910B")
+    chip = chip or get_chip(default_chip())
     t = tiling or rms_norm_tiling(x, gamma, eps, chip)
     x2 = x.reshape(-1, t.h)
     y = torch.empty_like(x2)

@@ -38,7 +38,7 @@ def real_path() -> Iterator[None]:
     """
     # only what is already loaded: a model that never imported transformers has no guard to patch (and importing
     # transformers here would cost seconds, and trips over a torch_npu stand-in without a module spec)
-    import_utils = sys.modules.get("transformers.utils.import_utils")
+    import_utils: Any = sys.modules.get("transformers.utils.import_utils")  # Any: its attributes are patched below
     if import_utils is None:
         yield
         return
@@ -169,7 +169,7 @@ def _cache_for(model: torch.nn.Module, batch: int, past: int, vocab: int) -> tup
     """The model's cache after `past` tokens. A model whose cache does not grow with the context (Mamba, RWKV,
     xLSTM: a fixed-size state) gets it from a short prefill, so its per-token reference loop does not run `past`
     times just to build it; whether it grows is measured, not assumed (the same cache after 8 and 16 tokens)."""
-    config = model.config
+    config: Any = model.config  # a transformers config (nn.Module's __getattr__ types it Tensor | Module)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     attention = any(getattr(text, k, None) for k in _HEAD_KEYS)  # attention keeps K/V per token: no probe
     if past > 16 and not attention:
