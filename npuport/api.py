@@ -23,7 +23,7 @@ from npuport.audit.report import AuditReport
 from npuport.bench.harness import BenchOptions
 from npuport.bench.json_form import bench_to_json
 from npuport.bench.runner import BenchReport, run_bench
-from npuport.cost.roofline import default_chip, get_chip
+from npuport.cost.roofline import default_baseline, default_chip, get_chip
 from npuport.coverage import STATUSES
 from npuport.coverage.diff import CoverageDiff, diff_versions
 from npuport.coverage.resolve import Resolution
@@ -62,6 +62,7 @@ class ModelSpec:
 class AuditOptions:
     scenarios: tuple[str, ...] = ()  # default: train, prefill, decode
     chip: str = field(default_factory=default_chip)  # mappings/hardware.yaml default_target
+    baseline_chip: str = field(default_factory=default_baseline)  # the CUDA chip the model comes from (default_baseline)
     torch_npu: str | None = None
     route_preset: str = "default"
     route_weights: str | None = None
@@ -69,9 +70,11 @@ class AuditOptions:
     reproducibility: bool = False
 
 
-def audit(spec: ModelSpec, opts: AuditOptions = AuditOptions(), progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
+def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
     """Run the audit and return the report object and its JSON form (schema npuport.audit/1)."""
+    opts = opts or AuditOptions()
     chip = get_chip(opts.chip)  # reject bad options before loading anything
+    get_chip(opts.baseline_chip)
     weights(opts.route_preset, opts.route_weights)
     if opts.torch_npu is not None and opts.torch_npu not in coverage.available_versions():
         raise NpuportError(f"no coverage data for torch_npu {opts.torch_npu}", "one of " + ", ".join(coverage.available_versions()), opts.torch_npu)
@@ -79,7 +82,7 @@ def audit(spec: ModelSpec, opts: AuditOptions = AuditOptions(), progress: Progre
     target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, part=spec.part)
     if opts.suppress:
         _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
-    report = run_audit(target, parsed, chip, torch_npu=opts.torch_npu, progress=progress,
+    report = run_audit(target, parsed, chip, torch_npu=opts.torch_npu, progress=progress, baseline_chip=opts.baseline_chip,
                        route_preset=opts.route_preset, route_weights=opts.route_weights,
                        reproducibility=opts.reproducibility, suppress=list(opts.suppress))
     return report, audit_to_json(report)
@@ -89,11 +92,14 @@ def audit_model(model: str | None = None, hf_config: str | None = None, entry: s
                 scenarios: list[str] | None = None, chip: str | None = None, torch_npu: str | None = None,
                 dtype: str | None = None, attn: str | None = None, part: str = "text", progress: Progress = None,
                 route_preset: str = "default", route_weights: str | None = None,
-                suppress: list[str] | tuple[str, ...] = (), reproducibility: bool = False) -> tuple[AuditReport, dict[str, Any]]:
+                suppress: list[str] | tuple[str, ...] = (), reproducibility: bool = False,
+                baseline_chip: str | None = None) -> tuple[AuditReport, dict[str, Any]]:
     """`audit` with keyword arguments (scripts and notebooks)."""
     return audit(ModelSpec(model, hf_config, entry, dtype, attn, part),
-                 AuditOptions(tuple(scenarios or ()), default_chip() if chip is None else chip, torch_npu, route_preset,
-                              route_weights, tuple(suppress), reproducibility),
+                 AuditOptions(scenarios=tuple(scenarios or ()), chip=default_chip() if chip is None else chip,
+                              baseline_chip=default_baseline() if baseline_chip is None else baseline_chip,
+                              torch_npu=torch_npu, route_preset=route_preset, route_weights=route_weights,
+                              suppress=tuple(suppress), reproducibility=reproducibility),
                  progress)
 
 

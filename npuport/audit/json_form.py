@@ -95,6 +95,7 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
         },
         "chip": inv.chip.name,
         "chip_description": inv.chip.description,
+        "baseline_chip": report.baseline_chip,
         "torch_npu": report.torch_npu,
         "environment": {"torch": torch.__version__, "python": platform.python_version()},
         "scenarios": [

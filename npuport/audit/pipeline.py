@@ -30,6 +30,7 @@ def run_audit(
     route_weights: str | None = None,
     reproducibility: bool = False,
     suppress: list[str] | tuple[str, ...] = (),
+    baseline_chip: str | None = None,
 ) -> AuditReport:
     traced = trace_stage(model, scenarios, progress)
     timings = traced.timings
@@ -39,7 +40,7 @@ def run_audit(
     cost = cost_stage(traced.traces, target, torch_npu)
     timings["inventory_s"] = time.perf_counter() - t0
     report = AuditReport(model, traced.scenarios, cost.inventory, traced.traces, torch_npu, traced.notes + cost.notes,
-                         cost.assumptions, timings, failed=traced.failed)
+                         cost.assumptions, timings, failed=traced.failed, baseline_chip=baseline_chip)
     if target.family == "npu" or torch_npu:
         t0 = time.perf_counter()
         report.coverage = coverage_stage(cost.inventory, torch_npu)

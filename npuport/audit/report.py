@@ -80,6 +80,7 @@ class AuditReport:
     assumptions: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    baseline_chip: str | None = None  # the CUDA chip the model comes from, for the step-time comparison
     coverage: CoverageStage | None = None
     findings: FindingsStage = field(default_factory=FindingsStage)
     advice: AdviceStage | None = None

@@ -101,6 +101,9 @@ def load_chips() -> dict[str, ChipProfile]:
     default = data["default_target"]["chip"]
     if default not in chips:
         raise MappingError(_FILE, "default_target", "chip", f"{default!r} is not under chips")
+    baseline = data["default_baseline"]["chip"]
+    if baseline not in chips or chips[baseline].family != "cuda":
+        raise MappingError(_FILE, "default_baseline", "chip", f"{baseline!r} is not a chip with family cuda")
     npu = [n for n, c in chips.items() if c.family == "npu"]
     for chip in data["npu_chips"]["chips"]:
         if chip not in npu:
@@ -115,6 +118,12 @@ def default_chip() -> str:
     """The chip a command targets when none is given (hardware.yaml `default_target`)."""
     load_chips()  # the cross-references are checked there
     return str(load_checked(_FILE)["default_target"]["chip"])
+
+
+def default_baseline() -> str:
+    """The CUDA chip a migration comes from when none is given (hardware.yaml `default_baseline`)."""
+    load_chips()
+    return str(load_checked(_FILE)["default_baseline"]["chip"])
 
 
 def npu_chips() -> tuple[str, ...]:
