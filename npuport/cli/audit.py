@@ -18,8 +18,7 @@ from npuport.errors import NpuportError
 from npuport.render.audit_csv import render_csv
 from npuport.render.audit_html import render_html
 from npuport.render.audit_markdown import render_markdown
-from npuport.render.audit_sections import render_scan
-from npuport.render.audit_text import render_text
+from npuport.render.audit_text import render_scan, render_text
 
 FORMATS = ("text", "json", "markdown", "csv", "html")
 _EXT = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html", ".txt": "text"}

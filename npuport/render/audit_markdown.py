@@ -1,48 +1,50 @@
-"""The audit as a markdown document (for issues, PRs and migration plans)."""
+"""The audit as one markdown document (for issues, PRs and migration plans): the whole document of
+npuport.render.audit_doc, every table in full, the long detail tables folded in <details> blocks."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from npuport.render.fmt import fmt_share, fmt_si, fmt_time, short_source
+from npuport.render.audit_doc import Section, Table, build
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", "<br>")
 
 
-def render_markdown(data: dict[str, Any], top: int = 40) -> str:
-    m = data["model"]
-    sc_names = [s["name"] for s in data["scenarios"]]
-    lines = [f"# npuport audit: {m['name']}", "",
-             f"{m['parameters'] / 1e9:.3g} B parameters, {m['dtype']}; target **{data['chip']}** ({data['chip_description']})"
-             + (f"; torch_npu {data['torch_npu'] or data.get('coverage', {}).get('version', '')}" if data.get("coverage") else ""), "",
-             "| scenario | shape | compute ops | FLOPs | bytes | estimated time |", "|---|---|---:|---:|---:|---:|"]
-    for s in data["scenarios"]:
-        shape = f"{s['batch']} x {s['seq']}" + ((f", no cache, re-runs {s['past'] + s['seq']} tokens" if s.get("recompute") else f", cache {s['past']}") if s["past"] else "") + (", fwd+bwd" if s["kind"] == "train" else "")
-        lines.append(f"| {s['name']} | {shape} | {s['compute_calls']:,} | {fmt_si(s['flops'], 'FLOP')} | {fmt_si(s['bytes'], 'B')} | {fmt_time(s['estimated_time_s'])} |")
-    for f in data.get("failed_scenarios", []):
-        lines.append(f"| {f['name']} | **could not be traced**: {f['reason'].replace('|', '/')} | | | | |")
-    lines += ["", "## Operator inventory", "",
-              "| op | class | share | " + " | ".join(sc_names) + " | calls | shapes by scenario | dtypes | modules | source | fused | NPU impl |",
-              "|---|---|---:|" + "---:|" * len(sc_names) + "---:|---|---|---|---|---|---|"]
-    for o in [o for o in data["ops"] if o["kind"] == "compute"][:top]:
-        per = [f"{fmt_share(o['scenarios'][n]['time_share'])} {o['scenarios'][n]['bound']}" if n in o["scenarios"] else "" for n in sc_names]
-        shapes = "<br>".join(f"{n}: {sc['shapes'][0]['inputs']}" + (f" (+{sc['distinct_shapes'] - 1})" if sc["distinct_shapes"] > 1 else "")
-                             for n, sc in o["scenarios"].items() if sc["shapes"])
-        cov = o.get("coverage") or {}
-        lines.append("| " + " | ".join([
-            f"`{o['op']}`", o["class"], fmt_share(o["time_share"]), *per, f"{o['calls']:,}", _cell(shapes),
-            ", ".join(o["dtypes"]), _cell("<br>".join(o["modules"][:3])), _cell(short_source(o["sources"][0]) if o["sources"] else ""),
-            "yes" if o["fused"] else "no", cov.get("status", ""),
-        ]) + " |")
-    lines += ["", "## Modules", "", "| module | type | share |", "|---|---|---:|"]
-    for me in data["modules"][:15]:
-        lines.append(f"| `{me['module']}` | {me['type']} | {fmt_share(me['time_share'])} |")
-    lines += ["", "## Estimated step time per chip", "", "| chip | " + " | ".join(sc_names) + " |", "|---|" + "---:|" * len(sc_names)]
-    for chip in data["scenarios"][0]["estimated_time_s_by_chip"]:
-        lines.append(f"| {chip} | " + " | ".join(fmt_time(s["estimated_time_s_by_chip"][chip]) for s in data["scenarios"]) + " |")
-    if data["notes"] or data["assumptions"]:
-        lines += ["", "## Notes and assumptions", ""]
-        lines += [f"- note: {n}" for n in data["notes"]] + [f"- assumption: {a}" for a in data["assumptions"]]
-    return "\n".join(lines) + "\n"
+def _table(t: Table) -> list[str]:
+    out = [f"**{t.title}**", ""] if t.title else []
+    out.append("| " + " | ".join(_cell(c.name) for c in t.columns) + " |")
+    out.append("|" + "|".join("---:" if c.align == "right" else "---" for c in t.columns) + "|")
+    for row in t.rows:
+        out.append("| " + " | ".join(f"`{_cell(v)}`" if c.kind == "code" and v else _cell(v) for c, v in zip(t.columns, row)) + " |")
+    return out + [""]
+
+
+def _section(sec: Section, level: int) -> list[str]:
+    out = [f"{'#' * level} {sec.title}", ""]
+    out += [f"{line}  " for line in sec.lines]
+    if sec.lines:
+        out.append("")
+    if sec.items:
+        out += [sec.items_title, ""] + [f"{i}. {item}" for i, item in enumerate(sec.items, 1)] + [""]
+    for t in sec.tables:
+        out += _table(t)
+    out += [f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}" for line in sec.after]
+    if sec.after:
+        out.append("")
+    for t in sec.details:
+        out += ["<details>", f"<summary>{t.title} ({len(t.rows)} rows)</summary>", ""]
+        out += _table(Table(t.id, "", t.columns, t.rows))
+        out += ["</details>", ""]
+    return out
+
+
+def render_markdown(data: dict[str, Any], top: int = 0) -> str:
+    """Every section in full (`top` is accepted for symmetry with the text view; markdown never cuts a table)."""
+    sections = build(data, top=0, show_views=False)
+    lines = _section(sections[0], 1)
+    for sec in sections[1:]:
+        lines += _section(sec, 2)
+    lines.append(f"*{data['schema']}, npuport {data['npuport_version']}; torch {data['environment']['torch']}*")
+    return "\n".join(lines).rstrip() + "\n"

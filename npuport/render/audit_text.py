@@ -1,122 +1,141 @@
-"""The audit as the terminal shows it (rich tables), rendered from the JSON object so every format agrees."""
+"""The audit as the terminal shows it: the answer first, then each section of the document (npuport.render.audit_doc),
+with the columns chosen for the console's width so that no cell the user needs is cut to an ellipsis: 80 columns
+get a compact table, wider terminals more columns, `wide` all of them."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Console
-from rich.table import Table
+from rich.table import Table as RichTable
 from rich.text import Text
 
-from npuport.render.audit_sections import render_fallbacks, render_findings, render_fusions, render_routes, render_scan
-from npuport.render.fmt import add_row, fmt_count, fmt_share, fmt_si, fmt_time, short_source
+from npuport.render.audit_doc import Section, Table, build, scan_section, summary
 
-_CLASS_STYLE = {"hot": "bold red", "medium": "yellow", "cold": "dim"}
-
-
-def _bound_letter(b: str) -> str:
-    return {"compute": "C", "memory": "M"}.get(b, "-")
-
-
-def shape_variation(op: dict[str, Any]) -> str:
-    parts = []
-    for name, sc in op["scenarios"].items():
-        top = " ".join(sc["shapes"][0]["inputs"].split()[:3]) if sc["shapes"] else "-"
-        more = f" +{sc['distinct_shapes'] - 1}" if sc["distinct_shapes"] > 1 else ""
-        parts.append(f"{name}: {top}{more}")
-    return "\n".join(parts)
+_STYLE = {
+    "class": {"hot": "bold red", "medium": "yellow", "cold": "dim"},
+    "level": {"error": "bold red", "warning": "yellow", "info": "dim"},
+    "status": {"cpu-fallback": "bold red", "unsupported": "bold red", "proposed": "green", "blocked": "yellow"},
+}
 
 
-def render_text(data: dict[str, Any], console: Console, top: int = 30, show_views: bool = False) -> None:
-    model = data["model"]
-    console.print(Text.assemble(("npuport audit", "bold"), f" — {model['name']} ({model['parameters'] / 1e9:.3g} B parameters, {model['dtype']}) on ",
-                                (data["chip"], "bold"), f" ({data['chip_description']})"))
-    sc_names = [s["name"] for s in data["scenarios"]]
-    for s in data["scenarios"]:
-        desc = f"batch {s['batch']} x {s['seq']} tokens" + (", forward + backward" if s["kind"] == "train" else "") + ((f", no cache: re-runs the {s['past'] + s['seq']}-token context" if s.get("recompute") else f", cache of {s['past']} tokens") if s["past"] else "")
-        console.print(f"  {s['name']:<8} {desc}: {fmt_count(s['compute_calls'])} compute ops, {fmt_si(s['flops'], 'FLOP')}, "
-                      f"{fmt_si(s['bytes'], 'B')} moved, estimated {fmt_time(s['estimated_time_s'])}")
-    for f in data.get("failed_scenarios", []):
-        console.print(Text.assemble(f"  {f['name']:<8} ", ("could not be traced", "bold red"), f": {f['reason']}"))
-    if data.get("coverage"):
-        cov = data["coverage"]
-        counts = ", ".join(f"{k} {v['ops']} ({fmt_share(v['time_share'])})" for k, v in cov["by_status"].items())
-        console.print(f"  torch_npu {cov['version']}: {counts}")
-        if cov.get("earliest_without_fallback"):
-            console.print(f"  earliest checked-in torch_npu with no CPU fallback for this model: {cov['earliest_without_fallback']}")
-    ops = [o for o in data["ops"] if show_views or o["kind"] == "compute"]
-    shown = ops if top <= 0 else ops[:top]
-    table = Table(title="Operator inventory (by estimated time share, mean over scenarios)", show_lines=False, header_style="bold")
-    table.add_column("op", no_wrap=True)
-    table.add_column("class")
-    table.add_column("share", justify="right")
-    for n in sc_names:
-        table.add_column(n, justify="right")
-    table.add_column("calls", justify="right")
-    table.add_column("shapes by scenario (top; +distinct)")
-    table.add_column("dtype")
-    table.add_column("modules")
-    table.add_column("fused")
-    has_cov = any("coverage" in o for o in ops)
-    if has_cov:
-        table.add_column("NPU impl")
-    for o in shown:
-        cells = [o["op"], Text(o["class"], style=_CLASS_STYLE.get(o["class"], "")), fmt_share(o["time_share"])]
-        for n in sc_names:
-            sc = o["scenarios"].get(n)
-            cells.append(f"{fmt_share(sc['time_share'])} {_bound_letter(sc['bound'])}" if sc else "")
-        mods = o["modules"][:2]
-        more = len(o["modules"]) - len(mods)
-        where = short_source(o["sources"][0]) if o["sources"] else ""
-        cells += [fmt_count(o["calls"]), shape_variation(o), ",".join(o["dtypes"]),
-                  "\n".join(mods) + (f"\n+{more} more" if more > 0 else "") + (f"\n@ {where}" if where else ""),
-                  "yes" if o["fused"] else "no"]
-        if has_cov:
-            cov = o.get("coverage") or {}
-            cells.append(cov.get("status", "?") + (f" ({'/'.join(cov['paths'])})" if cov.get("paths") else ""))
-        add_row(table, *cells)
-    console.print(table)
-    hidden = len(ops) - len(shown)
-    views = [o for o in data["ops"] if o["kind"] == "view"]
-    tail = []
-    if hidden > 0:
-        tail.append(f"{hidden} more ops not shown (--top 0 shows all)")
-    if views and not show_views:
-        tail.append(f"{sum(o['calls'] for o in views):,} view/metadata calls of {len(views)} ops hidden (--show-views)")
-    if tail:
-        console.print("  " + "; ".join(tail))
-    console.print("  per scenario: time share and bound (C compute, M memory) on the roofline of " + data["chip"])
-    flips = [o for o in data["ops"] if o["bound_flips"] and o["class"] != "cold"]
-    if flips:
-        console.print(Text("Bottleneck changes between scenarios", style="bold"))
-        for o in flips[:12]:
-            b = ", ".join(f"{n} {sc['bound']}" for n, sc in o["scenarios"].items() if sc["bound"] != "none")
-            console.print(f"  {o['op']}: {b}")
-    mt = Table(title="Modules (layer indices merged)", header_style="bold")
-    mt.add_column("module")
-    mt.add_column("type")
-    mt.add_column("share", justify="right")
-    for n in sc_names:
-        mt.add_column(n, justify="right")
-    for me in data["modules"][:12]:
-        add_row(mt, me["module"], me["type"], fmt_share(me["time_share"]),
-                   *[fmt_share(me["scenarios"][n]["time_share"]) if n in me["scenarios"] else "" for n in sc_names])
-    console.print(mt)
-    ct = Table(title="Estimated step time per chip (roofline lower bound)", header_style="bold")
-    ct.add_column("chip")
-    for n in sc_names:
-        ct.add_column(n, justify="right")
-    chips = list(data["scenarios"][0]["estimated_time_s_by_chip"])
-    for chip in chips:
-        add_row(ct, Text(chip, style="bold" if chip == data["chip"] else ""), *[fmt_time(s["estimated_time_s_by_chip"][chip]) for s in data["scenarios"]])
-    console.print(ct)
+def _cell(text: str, kind: str) -> Text:
+    style = _STYLE.get(kind, {}).get(text.split(" ")[0], "")
+    return Text(text, style=style)
 
-    render_fallbacks(data, console)
-    render_findings(data, console)
-    render_scan(data, console)
-    render_fusions(data, console)
-    render_routes(data, console)
-    for note in data["notes"]:
-        console.print(f"  note: {note}", style="yellow")
-    for a in data["assumptions"]:
-        console.print(f"  assumption: {a}", style="dim")
+
+_GAP = 3  # SIMPLE_HEAD box without edges: one space of padding either side of a one-space column divider
+
+
+def _words_width(texts: list[str]) -> int:
+    return max((len(w) for t in texts for w in t.split()), default=1)
+
+
+def _line_width(texts: list[str]) -> int:
+    return max((len(line) for t in texts for line in t.splitlines() or [""]), default=1)
+
+
+def _widths(t: Table, keep: list[int], rows: list[list[str]], width: int) -> dict[int, int] | None:
+    """Each kept column's width: its natural width when all fit, else at least its longest word with the rest of
+    the room shared out by how much each column wants; None when even the longest words do not fit."""
+    cells = {i: [t.columns[i].name] + [r[i] for r in rows] for i in keep}
+    lo = {i: _words_width(c) for i, c in cells.items()}
+    hi = {i: max(lo[i], _line_width(c)) for i, c in cells.items()}
+    room = width - _GAP * (len(keep) - 1)
+    if sum(lo.values()) > room:
+        return None
+    if sum(hi.values()) <= room:
+        return hi
+    extra, want = room - sum(lo.values()), sum(hi[i] - lo[i] for i in keep)
+    return {i: lo[i] + (hi[i] - lo[i]) * extra // want for i in keep}
+
+
+def _rich(t: Table, keep: list[int], rows: list[list[str]], widths: dict[int, int]) -> RichTable:
+    rt = RichTable(title=t.title or None, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+                   pad_edge=False, expand=False, show_edge=False)
+    for i in keep:
+        c = t.columns[i]
+        rt.add_column(c.name, justify="right" if c.align == "right" else "left", overflow="fold", width=widths[i])
+    for row in rows:
+        rt.add_row(*(_cell(row[i], t.columns[i].kind) for i in keep))
+    return rt
+
+
+def _as_list(t: Table, rows: list[list[str]], keep: list[int]) -> RichTable:
+    """A table too wide for the terminal as a list: each row's always-shown cells on one line, then one indented
+    line per other column worth showing (the essential ones and those that fitted)."""
+    grid = RichTable.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    base = [i for i, c in enumerate(t.columns) if c.priority == 0]
+    extra = [i for i, c in enumerate(t.columns) if c.priority and (c.essential or i in keep)]
+    for row in rows:
+        head = Text("  ").join(_cell(row[i], t.columns[i].kind) for i in base if row[i])
+        grid.add_row("-", head)
+        for i in extra:
+            if row[i]:
+                grid.add_row("", Text(f"{t.columns[i].name}: " + " ".join(row[i].split())))
+    return grid
+
+
+def _table(t: Table, width: int, wide: bool) -> tuple[RichTable, int]:
+    """The table with the columns that fit `width` (all when `wide`), and how many rows it leaves out.
+
+    Columns of priority 0 are always shown; the others are added by rising priority while every shown column can
+    still be as wide as its longest word, so a cell wraps between words and is never cut to an ellipsis. When an
+    essential column (a module, a source line) does not fit, the table is printed as a list instead."""
+    rows = t.rows if t.limit is None else t.rows[: t.limit]
+    if wide:
+        keep = list(range(len(t.columns)))
+        return _rich(t, keep, rows, _widths(t, keep, rows, 10**6) or {}), len(t.rows) - len(rows)
+    keep = [i for i, c in enumerate(t.columns) if c.priority == 0]
+    for i in sorted((i for i, c in enumerate(t.columns) if c.priority), key=lambda i: t.columns[i].priority):
+        if _widths(t, sorted(keep + [i]), rows, width) is not None:
+            keep = sorted(keep + [i])
+    widths = _widths(t, keep, rows, width)
+    if widths is None or any(c.essential and i not in keep for i, c in enumerate(t.columns)):
+        return _as_list(t, rows, keep), len(t.rows) - len(rows)
+    return _rich(t, keep, rows, widths), len(t.rows) - len(rows)
+
+
+def print_section(sec: Section, console: Console, wide: bool = False) -> None:
+    if sec.id == "summary":
+        console.print(Text(sec.title, style="bold"))
+    else:
+        console.print()
+        console.print(Text(sec.title, style="bold underline"))
+    for line in sec.lines:
+        console.print(Text(line))
+    if sec.items:
+        console.print(Text(sec.items_title))
+        grid = RichTable.grid(padding=(0, 1))
+        grid.add_column(justify="right", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for i, item in enumerate(sec.items, 1):
+            grid.add_row(f"  {i}.", Text(item))
+        console.print(grid)
+    for t in sec.tables:
+        rt, hidden = _table(t, console.width, wide)
+        console.print(rt)
+        if hidden > 0 and t.more:
+            console.print(Text("  " + t.more.format(n=hidden), style="dim"))
+    for line in sec.after + sec.hints:
+        console.print(Text("  " + line, style="dim"))
+
+
+def render_text(data: dict[str, Any], console: Console, top: int = 30, show_views: bool = False, wide: bool = False) -> None:
+    for sec in build(data, top=top, show_views=show_views):
+        print_section(sec, console, wide)
+
+
+def render_summary(data: dict[str, Any], console: Console) -> None:
+    """Only the first screen (the answer)."""
+    print_section(summary(data), console)
+
+
+def render_scan(data: dict[str, Any], console: Console, wide: bool = False) -> None:
+    """The CUDA-API source scan alone (`audit --static-only`)."""
+    sec = scan_section(data)
+    if sec is not None:
+        print_section(sec, console, wide)

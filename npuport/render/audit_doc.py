@@ -1,0 +1,466 @@
+"""The audit as a format-neutral document, built from its JSON form: the answer first (will it run, what computes
+differently, the top actions, step time against the CUDA chip it comes from), then every section the JSON carries
+as titled tables. The text, markdown and HTML renderers all format this one document, so every format carries
+the same content; only how much of a long table the terminal shows differs (`Table.limit`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from npuport.render.fmt import fmt_count, fmt_share, fmt_si, fmt_time, short_source
+
+LEVEL_ORDER = {"error": 0, "warning": 1, "info": 2}
+MAX_ACTIONS = 5
+
+
+@dataclass
+class Column:
+    name: str
+    align: str = "left"  # left | right
+    priority: int = 0  # 0: always shown; otherwise the terminal adds columns by rising priority while they fit
+    kind: str = ""  # what the cells hold, for styling: class | level | status | code | "" (plain)
+    essential: bool = False  # when it does not fit the terminal, the table becomes a list rather than drop it
+
+
+@dataclass
+class Table:
+    id: str
+    title: str
+    columns: list[Column]
+    rows: list[list[str]]
+    limit: int | None = None  # rows the terminal shows (None: all); markdown and HTML always show all
+    more: str = ""  # what the terminal says about the rows it leaves out ("{n}" is their count)
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    lines: list[str] = field(default_factory=list)
+    items_title: str = ""
+    items: list[str] = field(default_factory=list)  # a numbered list after the lines (the top actions)
+    tables: list[Table] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)  # lines after the tables
+    details: list[Table] = field(default_factory=list)  # the full detail: markdown and HTML only (the terminal points there)
+    hints: list[str] = field(default_factory=list)  # terminal only: where the rest is
+
+
+@dataclass
+class Action:
+    """One thing to do, ranked: risk tier first (0 blocks or breaks, 1 runs differently, 2 performance), then the
+    share of its scenario's estimated time it touches."""
+
+    tier: int
+    share: float
+    what: str
+    where: str
+    fix: str
+
+    def line(self) -> str:
+        return f"{self.what}" + (f" at {self.where}" if self.where else "") + f": {self.fix}"
+
+
+def _at(module: str | None, source: str | None) -> str:
+    """Where an action applies, as short as a person can find it: file:line, else the module path."""
+    return short_source(source) if source else (module or "")
+
+
+def _where(module: str | None, source: str | None) -> str:
+    parts = [module or ""]
+    if source:
+        parts.append(short_source(source))
+    return " @ ".join(p for p in parts if p) or "(root)"
+
+
+def _scenario_times(data: dict[str, Any]) -> dict[str, float]:
+    return {s["name"]: s["estimated_time_s"] or 0.0 for s in data["scenarios"]}
+
+
+def actions(data: dict[str, Any]) -> list[Action]:
+    """Every action the JSON supports, best first: unsupported ops and error findings, CPU fallbacks and
+    warnings, then fusions by the share of step time they save."""
+    out: list[Action] = []
+    cov = data.get("coverage") or {}
+    for f in cov.get("cpu_fallback", []):
+        where = _at(f["modules"][0] if f["modules"] else "", f["sources"][0] if f["sources"] else None)
+        if f["status"] == "unsupported":
+            out.append(Action(0, 1.0, f"{f['op']} is not implemented by torch_npu {cov['version']}", where,
+                              "replace the op, or pick a release that has it (see Coverage)"))
+        else:
+            share = max((o["time_share"] for o in data["ops"] if o["op"] == f["op"]), default=0.0)
+            out.append(Action(1, share, f"{f['op']} runs on the host CPU ({f['calls']} calls, "
+                                        f"{fmt_time(f['estimated_transfer_s'])} of transfers)", where,
+                              "use an op torch_npu runs natively, or a release without the fallback"))
+    for f in data.get("findings") or []:
+        if f["level"] == "info":
+            continue
+        ev = f["evidence"][0] if f["evidence"] else {}
+        out.append(Action(0 if f["level"] == "error" else 1, f.get("time_share") or 0.0, f"{f['id']} {f['title']}",
+                          _at(ev.get("module"), ev.get("source")) if ev else "", f["fix"]))
+    times = _scenario_times(data)
+    best: dict[tuple[str, str], Action] = {}
+    for r in data.get("fusions") or []:
+        if r["status"] != "proposed" or not r["replacement"] or not r["time_saved_s"]:
+            continue
+        total = times.get(r["scenario"]) or 0.0
+        share = r["time_saved_s"] / total if total else 0.0
+        key = (r["pattern"], r["module"])
+        if key in best and best[key].share >= share:
+            continue
+        fix = f"saves {fmt_time(r['time_saved_s'])} per {r['scenario']} step ({fmt_share(share)})"
+        if r["note"]:
+            fix += ", after a model change (see Fusion opportunities)"
+        best[key] = Action(2, share, f"fuse {r['pattern']} x{r['matches']} into {r['replacement']['op']}",
+                           _at(r["module"], r["sources"][0] if r["sources"] else None), fix)
+    out += best.values()
+    return sorted(out, key=lambda a: (a.tier, -a.share))
+
+
+def _runs_line(data: dict[str, Any]) -> str:
+    cov = data.get("coverage")
+    if not cov:
+        return f"Runs on the target? not checked: {data['chip']} is not an NPU (use --torch-npu to check a release)"
+    by = cov["by_status"]
+    n = sum(v["ops"] for v in by.values())
+    counts = ", ".join(f"{v['ops']} {k}" for k, v in by.items())
+    bad = cov["cpu_fallback"]
+    unsupported = [f["op"] for f in bad if f["status"] == "unsupported"]
+    fallback = [f for f in bad if f["status"] != "unsupported"]
+    if not bad:
+        return f"Runs on torch_npu {cov['version']}? yes: all {n} compute ops run on the NPU ({counts})"
+    parts = []
+    if unsupported:
+        parts.append(f"{len(unsupported)} op(s) not implemented ({', '.join(unsupported[:3])})")
+    if fallback:
+        t = sum(f["estimated_transfer_s"] for f in fallback)
+        parts.append(f"{len(fallback)} op(s) fall back to the CPU ({', '.join(f['op'] for f in fallback[:3])}; "
+                     f"{fmt_time(t)} of host transfers per step)")
+    verdict = "NO" if unsupported else "yes, with CPU fallbacks"
+    earliest = cov.get("earliest_without_fallback")
+    tail = f"; earliest checked-in release without: {earliest}" if earliest else ""
+    return f"Runs on torch_npu {cov['version']}? {verdict}: " + "; ".join(parts) + tail
+
+
+def _differs_line(data: dict[str, Any]) -> str:
+    findings = data.get("findings")
+    if findings is None:
+        return "Computes differently? not checked: behaviour rules describe NPU targets"
+    counts = {lvl: sum(1 for f in findings if f["level"] == lvl) for lvl in LEVEL_ORDER}
+    ids = ", ".join(f["id"] for f in sorted(findings, key=lambda f: LEVEL_ORDER.get(f["level"], 3))[:4])
+    head = f"Computes differently? {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+    return head + (f" ({ids}{', ...' if len(findings) > 4 else ''})" if findings else "")
+
+
+def summary(data: dict[str, Any]) -> Section:
+    """The first screen: at most about 25 lines that answer the migration questions."""
+    m = data["model"]
+    npu = f", torch_npu {data['coverage']['version']}" if data.get("coverage") else ""
+    sec = Section("summary", f"npuport audit: {m['name']} ({m['parameters'] / 1e9:.3g} B parameters, {m['dtype']}) "
+                             f"on {data['chip']}{npu}")
+    sec.lines.append(_runs_line(data))
+    sec.lines.append(_differs_line(data))
+    for f in data.get("failed_scenarios", []):
+        sec.lines.append(f"Scenario {f['name']} could not be traced: {f['reason']}")
+    acts = actions(data)
+    if acts:
+        more = f"; {len(acts) - MAX_ACTIONS} more below" if len(acts) > MAX_ACTIONS else ""
+        sec.items_title = f"Top actions (risk first, then estimated time saved on {data['chip']}{more}):"
+        sec.items = [a.line() for a in acts[:MAX_ACTIONS]]
+    else:
+        sec.lines.append("Top actions: none: no blocker, no behaviour warning, no fusion that saves time")
+    sec.tables.append(step_time_table(data))
+    return sec
+
+
+def step_time_table(data: dict[str, Any]) -> Table:
+    names = [s["name"] for s in data["scenarios"]]
+    target, base = data["chip"], data.get("baseline_chip")
+    cols = [Column("estimated step time (roofline lower bound)")] + [Column(n, "right") for n in names]
+    rows = [[f"{target} (target)"] + [fmt_time(s["estimated_time_s_by_chip"][target]) for s in data["scenarios"]]]
+    if base and base != target and all(base in s["estimated_time_s_by_chip"] for s in data["scenarios"]):
+        rows.append([f"{base} (from)"] + [fmt_time(s["estimated_time_s_by_chip"][base]) for s in data["scenarios"]])
+        ratios = []
+        for s in data["scenarios"]:
+            b = s["estimated_time_s_by_chip"][base]
+            ratios.append(f"{s['estimated_time_s_by_chip'][target] / b:.2f}x" if b else "-")
+        rows.append([f"{target} / {base}"] + ratios)
+    return Table("step_time", "", cols, rows)
+
+
+def scenarios_section(data: dict[str, Any]) -> Section:
+    sec = Section("scenarios", "Scenarios")
+    cols = [Column("scenario"), Column("shape"), Column("compute ops", "right"), Column("FLOPs", "right"),
+            Column("bytes", "right"), Column("estimated time", "right")]
+    rows = []
+    for s in data["scenarios"]:
+        shape = f"batch {s['batch']} x {s['seq']} tokens" + (", forward + backward" if s["kind"] == "train" else "")
+        if s["past"]:
+            shape += (f", no cache: re-runs the {s['past'] + s['seq']}-token context" if s.get("recompute")
+                      else f", cache of {s['past']} tokens")
+        rows.append([s["name"], shape, fmt_count(s["compute_calls"]), fmt_si(s["flops"], "FLOP"), fmt_si(s["bytes"], "B"),
+                     fmt_time(s["estimated_time_s"])])
+    for f in data.get("failed_scenarios", []):
+        rows.append([f["name"], f"could not be traced: {f['reason']}", "", "", "", ""])
+    sec.tables.append(Table("scenarios", "", cols, rows))
+    return sec
+
+
+def _shape_variation(op: dict[str, Any]) -> str:
+    parts = []
+    for name, sc in op["scenarios"].items():
+        top = " ".join(sc["shapes"][0]["inputs"].split()[:3]) if sc["shapes"] else "-"
+        more = f" +{sc['distinct_shapes'] - 1}" if sc["distinct_shapes"] > 1 else ""
+        parts.append(f"{name}: {top}{more}")
+    return "\n".join(parts)
+
+
+def _bound_letter(b: str) -> str:
+    return {"compute": "C", "memory": "M"}.get(b, "-")
+
+
+def inventory_section(data: dict[str, Any], top: int = 30, show_views: bool = False) -> Section:
+    names = [s["name"] for s in data["scenarios"]]
+    ops = [o for o in data["ops"] if show_views or o["kind"] == "compute"]
+    has_cov = any("coverage" in o for o in ops)
+    cols = [Column("op", kind="code"), Column("class", kind="class"), Column("share", "right")]
+    cols += [Column(n, "right", priority=2) for n in names]
+    cols += [Column("calls", "right"), Column("shapes by scenario (top; +distinct)", priority=5),
+             Column("dtype", priority=4), Column("modules", priority=3), Column("fused", priority=6)]
+    if has_cov:
+        cols.append(Column("NPU impl", kind="status", priority=1))
+    rows = []
+    for o in ops:
+        row = [o["op"], o["class"], fmt_share(o["time_share"])]
+        for n in names:
+            sc = o["scenarios"].get(n)
+            row.append(f"{fmt_share(sc['time_share'])} {_bound_letter(sc['bound'])}" if sc else "")
+        mods = o["modules"][:2]
+        more = len(o["modules"]) - len(mods)
+        where = short_source(o["sources"][0]) if o["sources"] else ""
+        row += [fmt_count(o["calls"]), _shape_variation(o), ",".join(o["dtypes"]),
+                "\n".join(mods) + (f"\n+{more} more" if more > 0 else "") + (f"\n@ {where}" if where else ""),
+                "yes" if o["fused"] else "no"]
+        if has_cov:
+            cov = o.get("coverage") or {}
+            row.append(cov.get("status", "?") + (f" ({'/'.join(cov['paths'])})" if cov.get("paths") else ""))
+        rows.append(row)
+    sec = Section("inventory", "Operator inventory (by estimated time share, mean over scenarios)")
+    sec.tables.append(Table("ops", "", cols, rows, limit=None if top <= 0 else top, more="{n} more ops not shown (--top 0 shows all)"))
+    views = [o for o in data["ops"] if o["kind"] == "view"]
+    if views:
+        sec.details.append(Table("view_ops", "View and metadata ops (no data movement of their own)",
+                                 [Column("op", kind="code"), Column("calls", "right"), Column("modules", kind="code")],
+                                 [[o["op"], fmt_count(o["calls"]), ", ".join(o["modules"][:4])] for o in views]))
+    if views and not show_views:
+        sec.after.append(f"{sum(o['calls'] for o in views):,} view/metadata calls of {len(views)} ops not in the table (--show-views)")
+    sec.after.append("per scenario: time share and bound (C compute, M memory) on the roofline of " + data["chip"])
+    srows = []
+    for o in ops:
+        for n, sc in o["scenarios"].items():
+            for sh in sc["shapes"]:
+                srows.append([o["op"], n, sh["inputs"], fmt_count(sh["calls"]), fmt_time(sh["estimated_time_s"])])
+            if sc["distinct_shapes"] > len(sc["shapes"]):
+                srows.append([o["op"], n, f"... {sc['distinct_shapes'] - len(sc['shapes'])} more shapes", "", ""])
+    sec.details.append(Table("op_shapes", "Input shapes per op and scenario (costliest first)",
+                             [Column("op", kind="code"), Column("scenario"), Column("inputs", kind="code"),
+                              Column("calls", "right"), Column("estimated time", "right")], srows))
+    sec.details.append(Table("op_costs", "FLOPs and bytes per op (all scenarios)",
+                             [Column("op", kind="code"), Column("FLOPs", "right"), Column("bytes", "right"),
+                              Column("intensity (FLOP/B)", "right"), Column("bound"), Column("module types"),
+                              Column("native composite of")],
+                             [[o["op"], fmt_si(o["flops"], "FLOP"), fmt_si(o["bytes"], "B"),
+                               f"{o['arithmetic_intensity']:.3g}" if o["arithmetic_intensity"] else "-", o["bound"],
+                               ", ".join(o["module_types"]), ", ".join(o["native_composite_of"])] for o in ops]))
+    flips = [o for o in data["ops"] if o["bound_flips"] and o["class"] != "cold"]
+    if flips:
+        sec.after.append("bottleneck changes between scenarios:")
+        for o in flips:
+            b = ", ".join(f"{n} {sc['bound']}" for n, sc in o["scenarios"].items() if sc["bound"] != "none")
+            sec.after.append(f"  {o['op']}: {b}")
+    return sec
+
+
+def modules_section(data: dict[str, Any]) -> Section:
+    names = [s["name"] for s in data["scenarios"]]
+    cols = [Column("module", kind="code"), Column("type", priority=2), Column("share", "right")]
+    cols += [Column(n, "right", priority=1) for n in names]
+    rows = [[me["module"], me["type"], fmt_share(me["time_share"]),
+             *[fmt_share(me["scenarios"][n]["time_share"]) if n in me["scenarios"] else "" for n in names]]
+            for me in data["modules"]]
+    sec = Section("modules", "Modules (layer indices merged)")
+    sec.tables.append(Table("modules", "", cols, rows, limit=12, more="{n} more modules in --format markdown / html / json"))
+    return sec
+
+
+def chips_section(data: dict[str, Any]) -> Section:
+    names = [s["name"] for s in data["scenarios"]]
+    cols = [Column("chip")] + [Column(n, "right") for n in names]
+    rows = []
+    for chip in data["scenarios"][0]["estimated_time_s_by_chip"] if data["scenarios"] else []:
+        mark = " (target)" if chip == data["chip"] else " (from)" if chip == data.get("baseline_chip") else ""
+        rows.append([chip + mark] + [fmt_time(s["estimated_time_s_by_chip"][chip]) for s in data["scenarios"]])
+    sec = Section("chips", "Estimated step time per chip (roofline lower bound)")
+    sec.tables.append(Table("chips", "", cols, rows))
+    return sec
+
+
+def coverage_section(data: dict[str, Any]) -> Section | None:
+    cov = data.get("coverage")
+    if not cov:
+        return None
+    sec = Section("coverage", f"Coverage on torch_npu {cov['version']}")
+    rows = [[k, str(v["ops"]), fmt_count(int(v["calls"])), fmt_share(v["time_share"])] for k, v in cov["by_status"].items()]
+    sec.tables.append(Table("coverage_status", "", [Column("status", kind="status"), Column("ops", "right"),
+                                                   Column("calls", "right"), Column("time share", "right")], rows))
+    if cov["cpu_fallback"]:
+        switch = (f"set {cov['fallback_error_env']}=1 to make a fallback an error" if cov.get("fallback_error_env")
+                  else "this release has no switch to make a fallback an error")
+        frows = [[f["op"], f["status"], str(f["calls"]),
+                  (f["modules"][0] if f["modules"] else "") + (f" @ {short_source(f['sources'][0])}" if f["sources"] else ""),
+                  fmt_si(f["bytes_crossing_host"], "B"), fmt_time(f["estimated_transfer_s"]), f.get("detail") or ""]
+                 for f in cov["cpu_fallback"]]
+        sec.tables.append(Table("fallbacks", f"Ops that leave the NPU ({switch})",
+                                [Column("op", kind="code"), Column("status", kind="status"), Column("calls", "right"),
+                                 Column("where"), Column("bytes host<->device", "right", priority=2),
+                                 Column("transfer estimate", "right"), Column("detail", priority=6)], frows))
+    if cov.get("earliest_without_fallback"):
+        sec.after.append(f"earliest checked-in torch_npu with no CPU fallback for this model: {cov['earliest_without_fallback']}")
+    for version, ops in (cov.get("releases_with_fallback") or {}).items():
+        sec.after.append(f"torch_npu {version}: {len(ops)} op(s) leave the NPU: {', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''}")
+    sec.after.append("releases checked: " + ", ".join(cov.get("checked_versions", [])))
+    return sec
+
+
+def findings_section(data: dict[str, Any]) -> Section | None:
+    findings = data.get("findings")
+    if findings is None:
+        return None
+    sec = Section("findings", f"Behaviour differences on {data['chip']} ({len(findings)} findings)")
+    cols = [Column("id"), Column("level", kind="level"), Column("impact", priority=2), Column("title"),
+            Column("calls", "right", priority=2), Column("share", "right", priority=1), Column("where", priority=3, essential=True),
+            Column("fix")]
+    rows = []
+    for f in findings:
+        ev = f["evidence"][0] if f["evidence"] else {}
+        where = _where(ev.get("module"), ev.get("source")) if ev else ""
+        share = fmt_share(f["time_share"]) if f.get("time_share") is not None else ""
+        rows.append([f["id"], f["level"], f["impact"], f["title"], str(f["calls"]), share, where, f["fix"]])
+    sec.tables.append(Table("findings", "", cols, rows, limit=25, more="{n} more findings in --format markdown / html / json"))
+    if findings:
+        sec.hints.append("details per finding (message, evidence, source of the fact): --format markdown / html / json")
+        sec.details.append(Table("finding_details", "What each finding says and where its fact comes from",
+                                 [Column("id"), Column("message"), Column("explanation"), Column("detection"),
+                                  Column("source of the fact")],
+                                 [[f["id"], f["message"], f.get("explanation") or "", f.get("detection") or "", f["source"]]
+                                  for f in findings]))
+        ev_rows = []
+        for f in findings:
+            for ev in f["evidence"]:
+                ev_rows.append([f["id"], ev["scenario"], ev["op"], ev["module"] or "(root)", ev.get("module_type") or "",
+                                short_source(ev["source"]) if ev.get("source") else "", str(ev["calls"]),
+                                fmt_share(ev["time_share"]), ev.get("detail") or ""])
+            if f.get("evidence_omitted"):
+                ev_rows.append([f["id"], "", "", f"... {f['evidence_omitted']} more places (JSON keeps the first ones)", "", "", "", "", ""])
+        sec.details.append(Table("finding_evidence", "Evidence (every recorded place, per finding)",
+                                 [Column("id"), Column("scenario"), Column("op", kind="code"), Column("module", kind="code"),
+                                  Column("type"), Column("source"), Column("calls", "right"), Column("share", "right"),
+                                  Column("detail")], ev_rows))
+    return sec
+
+
+def scan_section(data: dict[str, Any]) -> Section | None:
+    scan = data.get("source_scan")
+    if not scan:
+        return None
+    s = scan["summary"]
+    sec = Section("source_scan", "CUDA-specific source references (static scan, nothing executed)")
+    rows = [[d["id"], f"{short_source(d['file'])}:{d['line']}:{d['col']}", d["message"], d["npu_equivalent"],
+             "auto" if d["auto"] else "manual"] for d in scan["diagnostics"]]
+    if rows:
+        sec.tables.append(Table("diagnostics", "", [Column("id"), Column("location"), Column("message"),
+                                                    Column("NPU equivalent", priority=3),
+                                                    Column("transfer_to_npu", priority=5)], rows, limit=25,
+                                more="{n} more in --format markdown / html / json"))
+    sec.after.append(f"{s['found']} CUDA reference(s) in {s['files']} file(s): {s['handled_automatically']} handled automatically by "
+                     f"transfer_to_npu ({s['automatic_percent']}%), {s['manual']} need a manual change, {s['migratable']} rewritten by `npuport migrate`")
+    return sec
+
+
+def _fusion_why(r: dict[str, Any]) -> str:
+    why = r["note"] or ""
+    if r["blocked_by"]:
+        b = r["blocked_by"][0]
+        why = f"{b['tensor']} is also read by {b['other_reader']} ({short_source(b['at'])})"
+    elif r["rejected"] and not why:
+        why = "; ".join(f"{x['op']}: {', '.join(x['reasons'])}" for x in r["rejected"][:2])
+    return why
+
+
+def fusions_section(data: dict[str, Any]) -> Section | None:
+    rows_in = data.get("fusions")
+    if not rows_in:
+        return None
+    first = next((s["name"] for s in data["scenarios"] if s["kind"] != "decode"), data["scenarios"][0]["name"])
+    ordered = sorted(rows_in, key=lambda r: (r["scenario"] != first, r["scenario"]))
+    cols = [Column("scenario", priority=5), Column("pattern (matches)"), Column("status", kind="status"),
+            Column("module", priority=2, essential=True), Column("replacement", priority=3, essential=True),
+            Column("saves", "right"), Column("why / blocked by", priority=6)]
+    rows = []
+    for r in ordered:
+        rep = r["replacement"]
+        saves = f"{fmt_time(r['time_saved_s'])}, {fmt_si(r['bytes_saved'], 'B')}, {r['launches_saved']} launches" if r["launches_saved"] else "-"
+        replacement = "-" if r["status"] == "fused" else rep["op"] if rep else "none fits"
+        rows.append([r["scenario"], f"{r['pattern']} x{r['matches']}", r["status"], r["module"], replacement, saves,
+                     _fusion_why(r)])
+    n_first = sum(1 for r in ordered if r["scenario"] == first)
+    sec = Section("fusions", f"Fusion opportunities (saving on {data['chip']}, roofline estimate)")
+    sec.tables.append(Table("fusions", "", cols, rows, limit=min(n_first, 20),
+                            more="{n} more (other scenarios, or beyond 20) in --format markdown / html / json"))
+    return sec
+
+
+def routes_section(data: dict[str, Any]) -> Section | None:
+    routes = data.get("routes")
+    if not routes:
+        return None
+    w = data.get("route_weights", {})
+    sec = Section("routes", "Implementation routes (score 0-10; weights " + ", ".join(f"{k} {v:.0%}" for k, v in w.items()) + ")")
+    rows = []
+    for r in routes:
+        target = r["target"] + (f" @ {r['module']}" if r.get("module") else "")
+        cands = ", ".join(f"{c['route']} {c['score']:.1f}" + ("" if c["dimensions"]["coverage"]["score"] > 0 else " (n/a)")
+                          for c in r["candidates"])
+        rows.append([target, r["recommended"] or "-", cands])
+    sec.tables.append(Table("routes", "", [Column("target"), Column("recommended"), Column("candidates (score)")], rows,
+                            limit=12, more="{n} more in --format markdown / html / json"))
+    sec.after.append("performance and coverage are evidence (roofline, coverage data, constraint checks); the other "
+                     "dimensions are judgements stated in mappings/routes.yaml")
+    dims = list(w)
+    drows = []
+    for r in routes:
+        target = r["target"] + (f" @ {r['module']}" if r.get("module") else "")
+        for c in r["candidates"]:
+            drows.append([target, c["route"], f"{c['score']:.2f}", *[f"{c['dimensions'][d]['score']:.1f}" if d in c["dimensions"] else ""
+                                                                     for d in dims],
+                          "; ".join(f"{d}: {c['dimensions'][d]['why']}" for d in ("performance", "coverage") if d in c["dimensions"])])
+    sec.details.append(Table("route_scores", "Scores per route and dimension (0-10)",
+                             [Column("target"), Column("route"), Column("score", "right")]
+                             + [Column(d, "right") for d in dims] + [Column("evidence")], drows))
+    return sec
+
+
+def notes_section(data: dict[str, Any]) -> Section:
+    sec = Section("notes", "Notes and assumptions")
+    sec.lines += [f"note: {n}" for n in data["notes"]] + [f"assumption: {a}" for a in data["assumptions"]]
+    return sec
+
+
+def build(data: dict[str, Any], top: int = 30, show_views: bool = False) -> list[Section]:
+    """The whole document: the answer first, then what to act on, then the inventory and the detail."""
+    parts: list[Section | None] = [
+        summary(data), scenarios_section(data), coverage_section(data), findings_section(data), scan_section(data),
+        fusions_section(data), inventory_section(data, top, show_views), modules_section(data), chips_section(data),
+        routes_section(data), notes_section(data),
+    ]
+    return [p for p in parts if p is not None]
