@@ -1,4 +1,6 @@
-"""The bench report as the terminal shows it (a rich table), rendered from its JSON form (schema npuport.bench/1)."""
+"""The bench report as the terminal shows it, rendered from its JSON form (schema npuport.bench/1): the answer first
+(how the measured hot ops compare with their estimate and roofline, whether each ran the kernel it should, the
+whole step against the op sum), then the table per op and shape."""
 
 from __future__ import annotations
 
@@ -43,11 +45,40 @@ def _eager_timing(c: dict[str, Any]) -> dict[str, Any] | None:
     return next((cand["timing"] for cand in c["candidates"] if cand["name"] == "eager"), None)
 
 
+def answer(data: dict[str, Any]) -> list[str]:
+    """The first lines: measured against estimated, the op furthest from its roofline, the kernel paths, the step."""
+    ok = [c for c in data["cases"] if not c["error"] and c["median_s"]]
+    out = []
+    if ok:
+        measured = sum(c["median_s"] * c["calls"] for c in ok)
+        estimated = sum(c["estimated_s"] * c["calls"] for c in ok if c["estimated_s"])
+        ratio = f" ({measured / estimated:.2f}x the roofline estimate of {_t(estimated)})" if estimated else ""
+        out.append(f"measured: {len(ok)} op shapes take {_t(measured)} per step{ratio}")
+        rated = [c for c in ok if c["attainment"] is not None]
+        if rated:
+            worst = min(rated, key=lambda c: c["attainment"])
+            out.append(f"furthest from its roofline: {worst['op']} [{worst['signature']}] at {_pct(worst['attainment'])} "
+                       f"({worst['calls']} calls per step)")
+    failed = [c for c in data["cases"] if c["error"]]
+    if failed:
+        out.append(f"not timed: {len(failed)} op shape(s) failed on the device (see the table)")
+    checks = [c["kernel_check"] for c in data["cases"] if c["kernel_check"] and c["kernel_check"]["verdict"] != "none"]
+    bad = [k for k in checks if k["verdict"] in ("warn", "fail")]
+    if checks:
+        out.append(f"kernel paths: {len(checks) - len(bad)} of {len(checks)} as expected" + (f"; check: {bad[0]['message']}" if bad else ""))
+    e2e = data["end_to_end"]
+    if e2e is not None:
+        out.append(f"whole step: {e2e['verdict']}")
+    return out
+
+
 def render_text(data: dict[str, Any], console: Any) -> None:
     dev = data["device"]
     chip = dev["chip"] or "no chip profile"
     console.print("[bold]npuport bench[/bold] " + escape(f"{data['model'].get('name')} / {data['scenario']} on {dev['name']} "
                   f"({dev['description']}; roofline {chip}; {dev['clock']})"))
+    for line in answer(data):
+        console.print(escape(line))
     table = Table(show_lines=False, pad_edge=False)
     for col, just in (("op [input shapes]", "left"), ("dtype", "left"), ("calls", "right"), ("median", "right"),
                       ("spread", "right"), ("estimate", "right"), ("meas/est", "right"), ("achieved", "right"),

@@ -1,5 +1,6 @@
-"""The parity report as the terminal shows it, rendered from its JSON form (schema npuport.parity/1): the failing
-entries first (all of them, up to `top`), then the worst passing ones, and one verdict line at the end."""
+"""The parity report as the terminal shows it, rendered from its JSON form (schema npuport.parity/1): the answer first
+(verdict, first divergence, what to look at), then the entries (the failing ones first, all of them up to `top`,
+then the worst passing ones), and the verdict again at the end."""
 
 from __future__ import annotations
 
@@ -11,8 +12,40 @@ from rich.markup import escape as esc
 from rich.table import Table
 
 
+def look_at(data: dict[str, Any]) -> list[str]:
+    """What to look at, from the first divergence and its replay: the op that computes differently on its own
+    inputs, the module whose inputs were already off, or nothing."""
+    v, fd = data["verdict"], data["first_divergence"]
+    if v["passed"]:
+        out = ["nothing to fix: every compared entry is within tolerance"]
+        if v["unmatched"]:
+            out.append(f"but {v['unmatched']} entries exist on one side only (listed below): the two runs did not take the same path")
+        return out
+    if not fd:
+        return [f"{v['failed']} entries fail; no single first divergence was located (--format json lists them all)"]
+    out = [f"the first module whose output leaves tolerance: {fd['call_key']} ({fd['entry']})"]
+    rp = fd.get("replay")
+    if rp:
+        bad = [o for o in rp["ops"] if not o["passed"]]
+        if rp["verdict"] == "introduces" and bad:
+            o = bad[0]
+            out.append(f"op {o['op']} in {o['module'] or '<model>'} differs from float64 on its own inputs "
+                       f"(rel_l2 {_g(o['rel_l2'])} > {_g(o['limit'])}): that op computes differently on the device under test")
+        elif rp["verdict"] == "introduces":
+            out.append("replayed alone on the same inputs, this module introduces the error: compare its ops (--ops)")
+        else:
+            out.append("replayed alone on the reference's inputs it stays within tolerance: the error comes from upstream state")
+    elif not fd["inputs_within"]:
+        out.append("its inputs already differed: look at what feeds it (--ops records every op)")
+    return out
+
+
 def render_text(data: dict[str, Any], top: int = 25, width: int | None = None) -> str:
     console = Console(record=True, width=width or 160, file=open("/dev/null", "w"))
+    v = data["verdict"]
+    console.print(("[bold green]" if v["passed"] else "[bold red]") + esc(v["text"]) + "[/]")
+    for i, line in enumerate(look_at(data)):
+        console.print(("what to look at: " if i == 0 else "  ") + esc(line))
     for s in data["sides"]:
         console.print(f"[bold]{s['role']}[/]: " + esc(f"{s['label']} ({s['source']}{', ' + s['path'] if s.get('path') else ''})"))
     relative = data["verdict"]["mode"] == "relative"
@@ -30,7 +63,9 @@ def render_text(data: dict[str, Any], top: int = 25, width: int | None = None) -
         table.add_row(esc(e["key"]), e["dtype"], _g(m["rel_l2"]), _g(m["cosine"], 8), _g(m["max_abs"]), extra, status)
     console.print(table)
     if len(rows) > len(shown):
-        console.print(f"({len(rows) - len(shown)} more passing entries; --top 0 shows all, --format json has every entry)")
+        hidden_bad = len(bad) - sum(1 for e in shown if not e["passed"])
+        what = f"{hidden_bad} failing, {len(rows) - len(shown) - hidden_bad} passing" if hidden_bad else "passing"
+        console.print(f"({len(rows) - len(shown)} more entries ({what}); --top 0 shows all, --format json has every entry)")
     un = data["unmatched"]
     for side, keys in (("ref only", un["ref_only"]), ("dev only", un["dev_only"]), ("no golden", un["golden_missing"])):
         if keys:
