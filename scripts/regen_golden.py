@@ -45,6 +45,14 @@ def main() -> None:
         _, data = audit_model(**kwargs)
         (out_dir / name).write_text(json.dumps(golden_view(data), indent=1) + "\n")
         print(f"wrote tests/golden/{name}")
+        if name == "gpt_inventory.json":  # the report views of the same audit (tests/report/test_audit_views.py)
+            sys.path.insert(0, str(ROOT / "tests" / "report"))
+            from test_audit_views import views
+
+            (out_dir / "report").mkdir(exist_ok=True)
+            for view, text in views(json.loads(json.dumps(data))).items():
+                (out_dir / "report" / view).write_text(text, encoding="utf-8")
+                print(f"wrote tests/golden/report/{view}")
 
 
 if __name__ == "__main__":

@@ -256,7 +256,7 @@ def inventory_section(data: dict[str, Any], top: int = 30, show_views: bool = Fa
         sec.after.append(f"{sum(o['calls'] for o in views):,} view/metadata calls of {len(views)} ops not in the table (--show-views)")
     sec.after.append("per scenario: time share and bound (C compute, M memory) on the roofline of " + data["chip"])
     srows = []
-    for o in ops:
+    for o in data["ops"]:
         for n, sc in o["scenarios"].items():
             for sh in sc["shapes"]:
                 srows.append([o["op"], n, sh["inputs"], fmt_count(sh["calls"]), fmt_time(sh["estimated_time_s"])])

@@ -40,7 +40,9 @@ def _widths(t: Table, keep: list[int], rows: list[list[str]], width: int) -> dic
     """Each kept column's width: its natural width when all fit, else at least its longest word with the rest of
     the room shared out by how much each column wants; None when even the longest words do not fit."""
     cells = {i: [t.columns[i].name] + [r[i] for r in rows] for i in keep}
-    lo = {i: _words_width(c) for i, c in cells.items()}
+    # a number keeps its unit (right-aligned columns never wrap their cells); other cells wrap between words
+    lo = {i: max(_words_width(c[:1]), _line_width(c[1:])) if t.columns[i].align == "right" else _words_width(c)
+          for i, c in cells.items()}
     hi = {i: max(lo[i], _line_width(c)) for i, c in cells.items()}
     room = width - _GAP * (len(keep) - 1)
     if sum(lo.values()) > room:
@@ -120,8 +122,14 @@ def print_section(sec: Section, console: Console, wide: bool = False) -> None:
         console.print(rt)
         if hidden > 0 and t.more:
             console.print(Text("  " + t.more.format(n=hidden), style="dim"))
-    for line in sec.after + sec.hints:
-        console.print(Text("  " + line, style="dim"))
+    if sec.after or sec.hints:
+        grid = RichTable.grid(padding=(0, 0))
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
+        for line in sec.after + sec.hints:
+            indent = len(line) - len(line.lstrip(" "))
+            grid.add_row(" " * (2 + indent), Text(line.strip(), style="dim"))
+        console.print(grid)
 
 
 def render_text(data: dict[str, Any], console: Console, top: int = 30, show_views: bool = False, wide: bool = False) -> None:

@@ -1,0 +1,103 @@
+"""The audit's views: the answer first, text that fits 80 and 120 columns without cutting a cell, markdown that
+carries everything the JSON carries, and snapshots of every format for the shipped GPT example (regenerate with
+`python scripts/regen_golden.py` after an intended change, and review the diff)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from npuport.api import audit_model
+from npuport.render.audit_csv import render_csv
+from npuport.render.audit_doc import build
+from npuport.render.audit_markdown import render_markdown
+from npuport.render.audit_text import render_summary, render_text
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "report"
+
+
+def text_view(data: dict[str, Any], width: int, **kw: Any) -> str:
+    console = Console(record=True, width=width, file=io.StringIO(), color_system=None)
+    render_text(data, console, **kw)
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
+
+
+def views(data: dict[str, Any]) -> dict[str, str]:
+    """Every format of one audit, as regen_golden.py writes them."""
+    return {"gpt.80.txt": text_view(data, 80), "gpt.120.txt": text_view(data, 120), "gpt.md": render_markdown(data),
+            "gpt.csv": render_csv(data)}
+
+
+@pytest.fixture(scope="module")
+def data() -> dict[str, Any]:
+    _, d = audit_model(model=str(ROOT / "examples" / "gpt" / "model.py"))
+    return json.loads(json.dumps(d))
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_text_fits_the_terminal_and_cuts_nothing(data: dict[str, Any], width: int) -> None:
+    text = text_view(data, width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert "…" not in text
+    for op in [o["op"] for o in data["ops"] if o["kind"] == "compute"][:30]:
+        assert op in text  # op names are never folded
+
+
+def test_the_answer_comes_first_and_fits_a_screen(data: dict[str, Any]) -> None:
+    console = Console(record=True, width=80, file=io.StringIO(), color_system=None)
+    render_summary(data, console)
+    first = console.export_text().splitlines()
+    assert len(first) <= 25
+    head = "\n".join(first)
+    assert "Runs on torch_npu" in head and "Computes differently?" in head and "Top actions" in head
+    assert "A100-SXM-80GB (from)" in head and "Ascend910B (target)" in head
+    full = text_view(data, 120)
+    assert full.index("Top actions") < full.index("Operator inventory")
+    # the warnings (risk) rank before the fusions (time)
+    items = build(data)[0].items
+    assert items[0].startswith("NPB016") and any(i.startswith("fuse ") for i in items)
+
+
+def test_markdown_carries_everything_the_json_does(data: dict[str, Any]) -> None:
+    md = render_markdown(data)
+    for f in data["findings"]:
+        assert f["id"] in md and f["fix"].replace("|", "\\|") in md
+        for ev in f["evidence"]:
+            assert ev["op"] in md
+    for r in data["fusions"]:
+        assert r["module"] in md and r["pattern"] in md
+    for r in data["routes"]:
+        assert r["target"] in md
+        for c in r["candidates"]:
+            assert f"{c['score']:.2f}" in md
+    for m in data["modules"]:
+        assert m["module"] in md
+    for chip in data["scenarios"][0]["estimated_time_s_by_chip"]:
+        assert chip in md
+    for o in data["ops"]:
+        assert o["op"] in md
+        for sc in o["scenarios"].values():
+            for sh in sc["shapes"]:
+                assert sh["inputs"] in md
+    for line in data["notes"] + data["assumptions"]:
+        assert line.replace("|", "\\|") in md
+    for status in data["coverage"]["by_status"]:
+        assert status in md
+    assert "--format" not in md  # terminal hints stay in the terminal
+
+
+def _normalized(text: str) -> str:
+    return re.sub(r"npuport \d+\.\d+\.\d+\S*|torch \d+\.\d+\.\d+\S*", "<version>", text)
+
+
+@pytest.mark.parametrize("name", ["gpt.80.txt", "gpt.120.txt", "gpt.md", "gpt.csv"])
+def test_snapshots(data: dict[str, Any], name: str) -> None:
+    want = (GOLDEN / name).read_text(encoding="utf-8")
+    assert _normalized(views(data)[name]) == _normalized(want), f"regenerate with python scripts/regen_golden.py: {name}"
