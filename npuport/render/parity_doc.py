@@ -7,6 +7,8 @@ import math
 import re
 from typing import Any
 
+from npuport.render.parity_text import look_at
+
 _LAYER = re.compile(r"^(.*?\.\d+)(\.|$)")
 
 
@@ -41,7 +43,8 @@ def _bar(v: float, lo: float = 1e-8, hi: float = 1.0, width: int = 30) -> str:
 
 def render_markdown(data: dict[str, Any]) -> str:
     v = data["verdict"]
-    lines = ["# npuport parity report", "", f"**{v['text']}**", ""]
+    lines = ["# npuport parity report", "", f"**{v['text']}**", "", "What to look at:", ""]
+    lines += [f"- {line}" for line in look_at(data)] + [""]
     for s in data["sides"]:
         lines.append(f"- {s['role']}: {s['label']} ({s['source']})")
     sc = data.get("scenario") or {}
@@ -84,6 +87,7 @@ def _fmt(v: Any) -> str:
 
 def render_html(data: dict[str, Any]) -> str:
     md_title = html.escape(data["verdict"]["text"])
+    look = "".join(f"<li>{html.escape(line)}</li>" for line in look_at(data))
     series = layer_series(data)
     rel = any(g["dev_err"] is not None for g in series)
     svg = _svg(series, rel)
@@ -103,7 +107,7 @@ def render_html(data: dict[str, Any]) -> str:
                 fd_html += f"<p>First failing op: <code>{html.escape(rp['culprit_op']['op'])}</code></p>"
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>npuport parity</title>
 <style>body{{font-family:sans-serif;margin:2em}} td{{padding:2px 8px}} tr.bad{{background:#fdd}} code{{font-size:90%}}</style>
-</head><body><h1>npuport parity</h1><p><b>{md_title}</b></p><ul>{sides}</ul>
+</head><body><h1>npuport parity</h1><p><b>{md_title}</b></p><p>What to look at:</p><ul>{look}</ul><ul>{sides}</ul>
 <h2>Error per layer</h2>{svg}{fd_html}
 <h2>Entries</h2><table><tr><th>entry</th><th>dtype</th><th>rel_l2</th><th>cosine</th><th>reason</th></tr>{rows}</table>
 </body></html>
