@@ -19,6 +19,7 @@ from npuport.model.hf.fallbacks import kernel_fallbacks, notes_for
 from npuport.model.hf.inputs import real_path
 from npuport.model.loading import Inputs, LoadedModel
 from npuport.model.scenarios import Scenario, fit_to_context
+from npuport.trace.memory import MemoryTracker
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import Trace
 from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet
@@ -80,14 +81,19 @@ def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool) -> Tra
     module.train(sc.kind == "train")
     path = real_path() if real else contextlib.nullcontext()
     try:
-        with model.mode, Recorder(module, sc.name) as rec, warnings.catch_warnings(), _quiet_libraries(), \
-                _torch_logs_quiet(), path:
+        with model.mode, Recorder(module, sc.name) as rec, MemoryTracker(rec.stack) as mem, warnings.catch_warnings(), \
+                _quiet_libraries(), _torch_logs_quiet(), path:
             warnings.simplefilter("ignore")  # library deprecation chatter is not the user's audit
+            mem.seed(module, [args, kwargs])
             grad = contextlib.nullcontext() if sc.kind == "train" else torch.no_grad()
             with grad:
                 out = module(*args, **kwargs)
                 if sc.kind == "train":
                     rec.backward(_loss_of(model, out, inputs))
+            rec.trace.memory = mem.finish(module)
+            del out
+            for p in module.parameters():  # the next scenario starts from the weights alone
+                p.grad = None
     except NpuportError:
         raise
     except DataDependentOutputException as exc:

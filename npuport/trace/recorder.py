@@ -258,6 +258,11 @@ class Recorder:
         self._api = _ApiMode(self._ctx, self._modules)
         self._ops = _OpRecorder(self._ctx, self._modules, self.trace)
 
+    @property
+    def stack(self) -> ModuleStack:
+        """The module stack the recorder keeps (other instruments of the same run read it)."""
+        return self._modules
+
     def __enter__(self) -> "Recorder":
         self._modules.__enter__()
         self._api.__enter__()

@@ -106,3 +106,4 @@ class Trace:
     frames: dict[int, ApiFrame] = field(default_factory=dict)
     modules: dict[str, str] = field(default_factory=dict)  # module path -> type, in registration order
     notes: list[str] = field(default_factory=list)
+    memory: Any = None  # npuport.trace.memory.MemoryTrace of the step, when it was measured
