@@ -1,6 +1,9 @@
 """Device memory of one traced step, measured on fake tensors as the step runs: every storage counted once (views
 and in-place outputs share it) from the op that creates it until the last reference goes, the peak and the
-module running at the peak, and the bytes autograd saves for backward per module.
+module running at the peak, and what each module's forward leaves alive (the activations kept for backward).
+
+No autograd hook is installed: saved-tensor hooks make autograd detach what it saves, which would add ops to the
+very trace this measures; what stays alive after forward is read from the live bytes instead.
 
 Fake tensors carry real storage sizes, so this is what the device allocator would be asked for by the ops the
 model runs (before the allocator's rounding and caching); what the trace cannot see (library workspaces, the
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import torch
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -32,8 +36,8 @@ class MemoryTrace:
     peak_phase: str = ""  # forward or backward
     after: int = 0  # alive when the step returned (outputs the caller holds, gradients)
     grads: int = 0  # parameter gradients alive at the end of a training step
-    saved: int = 0  # tensors autograd saved for backward (each storage once, parameters excluded)
-    saved_by_module: dict[str, int] = field(default_factory=dict)
+    saved: int = 0  # alive when forward returned, beyond the weights and inputs: activations kept for backward and outputs
+    saved_by_module: dict[str, int] = field(default_factory=dict)  # what each module's forward left alive (children included)
 
     def to_json(self) -> dict[str, Any]:
         return {"weights": self.weights, "inputs": self.inputs, "peak": self.peak, "peak_module": self.peak_module,
@@ -62,10 +66,10 @@ class MemoryTracker(TorchDispatchMode):
         self.live = 0
         self.result = MemoryTrace()
         self._sizes: dict[int, int] = {}  # storage key -> bytes, while alive
-        self._params: set[int] = set()
-        self._saved_keys: set[int] = set()
         self._saved_by: dict[str, int] = defaultdict(int)
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._entry: list[int] = []  # live bytes when each running module's forward began
+        self._handles: list[Any] = []
+        self._base = 0
 
     # -- storages ------------------------------------------------------------------------------------------------
     def _key(self, t: torch.Tensor) -> tuple[int, Any] | None:
@@ -96,12 +100,10 @@ class MemoryTracker(TorchDispatchMode):
     def seed(self, module: torch.nn.Module, inputs: Iterable[Any]) -> None:
         """What is alive before the step: the weights and the inputs."""
         for p in list(module.parameters()) + list(module.buffers()):
-            got = self._key(p)
-            if got is not None:
-                self._params.add(got[0])
             self.result.weights += self._count(p)
         for t in _tensors(list(inputs)):
             self.result.inputs += self._count(t)
+        self._base = self.live
         self._mark()
 
     def _mark(self) -> None:
@@ -118,31 +120,39 @@ class MemoryTracker(TorchDispatchMode):
         self._mark()
         return out
 
-    # -- saved for backward --------------------------------------------------------------------------------------
-    def _pack(self, t: torch.Tensor) -> torch.Tensor:
-        got = self._key(t)
-        if got is not None and got[0] not in self._params and got[0] not in self._saved_keys:
-            self._saved_keys.add(got[0])
-            self._saved_by[self.stack.current() or "<model>"] += int(got[1].nbytes())
-        return t
+    # -- what each module's forward leaves alive -----------------------------------------------------------------
+    def _pre(self, module: torch.nn.Module, args: object) -> None:
+        self._entry.append(self.live)
 
-    @staticmethod
-    def _unpack(t: torch.Tensor) -> torch.Tensor:
-        return t
+    def _post(self, module: torch.nn.Module, args: object, output: object) -> None:
+        if not self._entry:
+            return
+        start = self._entry.pop()
+        if torch.is_grad_enabled() and torch._C._current_autograd_node() is None:
+            name = self.stack.names.get(module)
+            if name != "":  # the root is the whole step: `saved` is its total
+                self._saved_by[name or f"<{type(module).__name__}>"] += self.live - start
+
+    def forward_done(self) -> None:
+        """Call when forward has returned (before backward): what is alive beyond weights and inputs is kept."""
+        self.result.saved = self.live - self._base
 
     def __enter__(self) -> MemoryTracker:
-        self._hooks.__enter__()
+        self._handles = [register_module_forward_pre_hook(self._pre), register_module_forward_hook(self._post, always_call=True)]
         return super().__enter__()  # type: ignore[no-any-return]  # TorchDispatchMode.__enter__ returns self
 
     def __exit__(self, *exc: Any) -> None:
         super().__exit__(*exc)
-        self._hooks.__exit__(*exc)
+        for h in self._handles:
+            h.remove()
+        self._handles = []
 
     def finish(self, module: torch.nn.Module) -> MemoryTrace:
         """Close the books when the step has returned (call before the caller drops its outputs)."""
         r = self.result
         r.after = self.live
         r.grads = sum(int(p.grad.untyped_storage().nbytes()) for p in module.parameters() if p.grad is not None)
-        r.saved = sum(self._saved_by.values())
-        r.saved_by_module = dict(self._saved_by)
+        if not r.saved and not r.grads:  # inference: nothing is kept for a backward
+            r.saved = 0
+        r.saved_by_module = {k: v for k, v in self._saved_by.items() if v > 0}
         return r
