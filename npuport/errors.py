@@ -6,10 +6,9 @@ expected, the second what was received.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import traceback
-
-import torch
 
 
 class NpuportError(Exception):
@@ -44,7 +43,8 @@ class MappingError(NpuportError):
 
 def where_in_user_code(exc: BaseException) -> str:
     """' at file.py:12' of the innermost traceback frame outside torch / npuport / installed libraries."""
-    torch_dir = os.path.dirname(torch.__file__)
+    spec = importlib.util.find_spec("torch")  # its location only: importing torch here would slow every command's start
+    torch_dir = os.path.dirname(spec.origin) if spec is not None and spec.origin else os.path.sep + "torch" + os.path.sep
     here = os.path.dirname(os.path.abspath(__file__))
     for fr in reversed(traceback.extract_tb(exc.__traceback__)):
         if not fr.filename.startswith((torch_dir, here)) and "site-packages" not in fr.filename:

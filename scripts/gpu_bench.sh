@@ -89,7 +89,7 @@ PYEOF
 
 # 3. the CLI on an HF example architecture (random weights; the step end-to-end in bf16 on the GPU)
 step bench_tinyllama 170 "$PY" -m npuport.cli.main bench --hf examples/configs/tinyllama-1.1b.json \
-  --scenario prefill:batch=1,seq=2048 --top 10 --shapes 1 --device cuda --candidates eager,compile,graph,alt --emit "$OUT/repro" \
+  --scenario prefill:batch=1,seq=2048 --ops 10 --shapes 1 --device cuda --candidates eager,compile,graph,alt --emit "$OUT/repro" \
   --json-out "$OUT/bench_tinyllama.json" -o "$OUT/bench_tinyllama.txt" --force
 cat "$OUT/bench_tinyllama.txt" 2>/dev/null | head -60 >&2
 
@@ -99,7 +99,7 @@ step repro 40 bash -c "cd '$OUT/repro' && for f in \$(ls *.py | head -1) \$(ls *
 # 5. a 7B architecture if time is left
 if (( $(left) > 70 )); then
   step bench_llama7b $(( $(left) - 25 )) "$PY" -m npuport.cli.main bench --hf examples/configs/llama-2-7b.json \
-    --scenario prefill:batch=1,seq=2048 --top 6 --shapes 1 --device cuda --candidates eager,alt \
+    --scenario prefill:batch=1,seq=2048 --ops 6 --shapes 1 --device cuda --candidates eager,alt \
     --json-out "$OUT/bench_llama7b.json" -o "$OUT/bench_llama7b.txt" --force
 fi
 step clocks_after 15 nvidia-smi -q -d CLOCK,PERFORMANCE

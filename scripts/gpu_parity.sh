@@ -62,25 +62,25 @@ with preserved_numerics():
 
 S128="prefill:batch=1,seq=128"
 step gpt2_fp32 120 $NPUPORT parity --ref cuda --dev cpu --hf $CFG/gpt2.json --dtype float32 --scenario $S128 \
-  --golden cpu64 --save-json "$OUT/gpt2_fp32.json" --top 15 --force
+  --golden cpu64 --json-out "$OUT/gpt2_fp32.json" --top 15 --force
 step llama_bf16 150 $NPUPORT parity --ref cuda --dev cpu --hf $CFG/tinyllama-1.1b.json --dtype bfloat16 --scenario $S128 \
-  --golden cpu64 --save-json "$OUT/llama_bf16.json" -o "$OUT/llama_bf16.md" --force
+  --golden cpu64 --json-out "$OUT/llama_bf16.json" -o "$OUT/llama_bf16.md" --force
 [ -f "$OUT/llama_bf16.json" ] && $PY -c "
 import json, sys; from npuport.render.parity_doc import render_html
 d = json.load(open('$OUT/llama_bf16.json')); open('$OUT/llama_bf16.html', 'w').write(render_html(d))" 2>>"$OUT/llama_bf16.log"
 
 step record_gpt2 120 $NPUPORT parity record --dev cuda --hf $CFG/gpt2.json --dtype float32 --scenario $S128 \
-  -o "$SCRATCH/ref_gpt2_full" --force
+  --out-dir "$SCRATCH/ref_gpt2_full" --force
 step compare_gpt2 120 $NPUPORT parity compare --hf $CFG/gpt2.json --ref "$SCRATCH/ref_gpt2_full" --dev cpu --golden cpu64 \
-  --save-json "$OUT/compare_gpt2.json" --top 15 --force
+  --json-out "$OUT/compare_gpt2.json" --top 15 --force
 
 step record_llama 150 $NPUPORT parity record --dev cuda --hf $CFG/tinyllama-1.1b.json --dtype bfloat16 --scenario $S128 \
-  --stats-only -o "$SCRATCH/ref_llama_stats" --force
+  --stats-only --out-dir "$SCRATCH/ref_llama_stats" --force
 step compare_llama 150 $NPUPORT parity compare --hf $CFG/tinyllama-1.1b.json --ref "$SCRATCH/ref_llama_stats" --dev cpu \
-  --golden cpu64 --save-json "$OUT/compare_llama.json" --top 15 --force
+  --golden cpu64 --json-out "$OUT/compare_llama.json" --top 15 --force
 
 step fault_cuda 120 $NPUPORT parity --ref cuda --dev 'cpu-fault:aten::tanh@transformer.h.3.mlp.act*0.05' --hf $CFG/gpt2.json \
-  --dtype float32 --scenario $S128 --golden cpu64 --save-json "$OUT/fault_cuda.json" --top 10 --force
+  --dtype float32 --scenario $S128 --golden cpu64 --json-out "$OUT/fault_cuda.json" --top 10 --force
 
 step bench 240 $PY scripts/bench_parity.py --device cuda --config $CFG/tinyllama-1.1b.json --dtype bfloat16 --seq 2048 \
   --json "$OUT/bench.json" --scratch "$SCRATCH/bench"

@@ -89,7 +89,10 @@ def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool) -> Tra
             with grad:
                 out = module(*args, **kwargs)
                 if sc.kind == "train":
-                    rec.backward(_loss_of(model, out, inputs))
+                    loss = _loss_of(model, out, inputs)
+                    mem.forward_done()
+                    rec.backward(loss)
+                    del loss
             rec.trace.memory = mem.finish(module)
             del out
             for p in module.parameters():  # the next scenario starts from the weights alone

@@ -134,7 +134,7 @@ def run_bench(
             total_calls = sum(1 for c in report.inventory.calls[sc_name] if c.kind == "compute")
             total_est = report.inventory.totals[sc_name].time_s
     if not cases:
-        raise NpuportError("nothing to benchmark", "a scenario with hot ops (or --top N)", f"{len(skipped)} case(s) could not be rebuilt")
+        raise NpuportError("nothing to benchmark", "a scenario with hot ops (or --ops N)", f"{len(skipped)} case(s) could not be rebuilt")
 
     memory_cap = int(free_memory(where) * opts.memory_fraction)
     if dev.kind_of(where) == "cpu":

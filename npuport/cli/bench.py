@@ -1,43 +1,45 @@
-"""`npuport bench`: parse options, run the benchmark, render it."""
+"""`npuport bench`: its options and help, the checks that need no model, and the first progress line; the
+benchmark itself runs in npuport.cli.bench_impl, imported (with torch) only after that line is out."""
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
+from typing import Any
 
 import click
-from rich.console import Console
 
-from npuport.api import BenchOptions, BenchRun, BenchSource, ModelSpec
-from npuport.api import bench as bench_api
-from npuport.cli.common import handle_errors, progress_printer, write_output
+from npuport.cli.common import check_new, handle_errors, say
+from npuport.cli.lazy import Command
+from npuport.cli.options import chip_option, deprecated, quiet_debug, report_options, scenario_option, wide_option
+from npuport.cost.roofline import get_chip
 from npuport.errors import NpuportError
-from npuport.render.bench_text import render_text
+from npuport.model.scenarios import DEFAULTS, parse_scenarios
 
-_CANDIDATES = ("eager", "compile", "graph", "alt")
+CANDIDATES = ("eager", "compile", "graph", "alt")
+FORMATS = ("text", "json")
 
 
-def _candidates(text: str) -> set[str] | None:
+def candidates(text: str) -> set[str] | None:
+    """--candidates: None for auto, else the set asked for (eager always in)."""
     if text == "auto":
         return None
     got = {t.strip() for t in text.split(",") if t.strip()}
-    bad = got - set(_CANDIDATES)
+    bad = got - set(CANDIDATES)
     if bad:
-        raise NpuportError(f"unknown candidate(s) {', '.join(sorted(bad))}", "a comma list of " + ", ".join(_CANDIDATES) + ", or auto", text)
+        raise NpuportError(f"unknown candidate(s) {', '.join(sorted(bad))}", "a comma list of " + ", ".join(CANDIDATES) + ", or auto", text)
     return got | {"eager"}
 
 
-@click.command("bench")
+@click.command("bench", cls=Command, impl="npuport.cli.bench_impl:bench")
 @click.argument("model", required=False)
 @click.option("--hf", "hf_config", metavar="CONFIG.json", help="A Hugging Face architecture from its config.json (random weights).")
 @click.option("--from", "audit_json", metavar="AUDIT.json", help="Benchmark from an audit JSON alone (npuport audit --format json).")
 @click.option("--entry", metavar="FUNCTION", help="Builder function in MODEL instead of build_model.")
-@click.option("--scenario", metavar="NAME[:batch=N,seq=N,past=N]", help="One scenario: train, prefill (default) or decode.")
-@click.option("--top", type=int, help="Benchmark the N costliest ops of the scenario (default: its hot ops).")
+@scenario_option(f"prefill ({DEFAULTS['prefill'].spec()}); with --from, the audit JSON's first scenario at its sizes "
+                 "(give a name alone: the sizes come from the JSON)")
+@click.option("--ops", type=click.IntRange(min=1), metavar="N", help="Benchmark the N costliest ops of the scenario (default: its hot ops).")
 @click.option("--shapes", default=3, show_default=True, help="Input shapes per op, costliest first.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda[:i] or npu[:i].")
-@click.option("--chip", help="Roofline chip from mappings/hardware.yaml (default: detected from the device name).")
+@chip_option(None, "detected from the device name")
 @click.option("--dtype", help="Model dtype for --hf builds.")
 @click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto (SDPA where the class has it), sdpa, eager.")
 @click.option("--reps", default=50, show_default=True, help="Timed repetitions per candidate (at most).")
@@ -50,53 +52,39 @@ def _candidates(text: str) -> set[str] | None:
 @click.option("--kernel-check/--no-kernel-check", default=True, show_default=True, help="Record kernel names under the profiler and check the expected path.")
 @click.option("--e2e/--no-e2e", default=True, show_default=True, help="Time the whole step (model with random weights on the device) against the sum of its ops.")
 @click.option("--e2e-ops", default="all", show_default=True, type=click.Choice(["all", "benched"]), help="Sum over every op of the step (timed eager) or only the benchmarked ones plus estimates.")
-@click.option("--emit", metavar="DIR", help="Write one standalone repro script per benchmarked case into DIR.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE.")
-@click.option("--json-out", metavar="FILE", help="Also write the JSON report to FILE.")
-@click.option("--force", is_flag=True, help="Allow -o / --json-out to replace existing files.")
+@click.option("--emit", "emit_dir", metavar="DIR", help="Write one standalone repro script per benchmarked case into DIR.")
+@report_options(FORMATS)
+@wide_option
 @click.option("--fail-on-kernel-path", is_flag=True, help="Exit 1 when an op did not take its expected kernel path.")
-@click.option("--quiet", is_flag=True, help="No progress messages on stderr.")
-@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@deprecated("--top", "top", type=int, use="--ops", into="ops",
+            note="in bench --top N meant --ops N, the N costliest ops benchmarked; --top now means rows shown in tables")
+@quiet_debug
 @handle_errors
-def bench(model: str | None, hf_config: str | None, audit_json: str | None, entry: str | None, scenario: str | None,
-          top: int | None, shapes: int, device: str, chip: str | None, dtype: str | None, attn: str, reps: int, warmup: int,
-          budget_s: float, rotate_mb: int, cands: str, graph_below_us: float, pin_cpu: int | None, kernel_check: bool,
-          e2e: bool, e2e_ops: str, emit: str | None, fmt: str, output: str | None, json_out: str | None, force: bool,
-          fail_on_kernel_path: bool, quiet: bool, debug: bool) -> None:
+def bench(model: str | None, hf_config: str | None, audit_json: str | None, scenario: str | None, chip: str | None,
+          reps: int, warmup: int, shapes: int, cands: str, output: str | None, json_out: str | None, force: bool,
+          quiet: bool, **_: Any) -> None:
     """Microbenchmark the audit's hot ops with their recorded shapes and dtypes on the current device: median
     and spread, achieved TFLOP/s or GB/s against the chip's roofline, the kernel each op ran, eager vs
     torch.compile vs registered alternatives, and the whole step against the sum of its ops.
 
     MODEL is a model.py (docs/model-files.md); or --hf CONFIG.json; or --from an audit JSON. Clocks and power
     settings are only read, never changed.
+
+    \b
+    Examples:
+      npuport bench examples/gpt/model.py --scenario prefill:batch=1,seq=512 --ops 5
+      npuport bench --hf examples/configs/tinyllama-1.1b.json --device cuda --ops 10 --json-out bench.json
+      npuport audit model.py --format json -o audit.json && npuport bench --from audit.json --scenario decode
     """
     if reps < 1 or warmup < 0 or shapes < 1:
         raise NpuportError("bad repetition options", "--reps >= 1, --warmup >= 0, --shapes >= 1", f"--reps {reps} --warmup {warmup} --shapes {shapes}")
-    for path in (output, json_out):
-        if path and Path(path).exists() and not force:
-            raise NpuportError(f"{path} already exists", "a new output path, or --force to replace it", path)
-    chosen = _candidates(cands)
-    opts = BenchOptions(warmup=warmup, reps=reps, budget_s=budget_s, rotate_bytes=rotate_mb << 20,
-                        compile=None if chosen is None else "compile" in chosen,
-                        graph=chosen is not None and "graph" in chosen, graph_below_s=graph_below_us * 1e-6,
-                        alternatives=chosen is None or "alt" in chosen, kernel_check=kernel_check)
-    rep, data = bench_api(BenchSource(ModelSpec(model=model, hf_config=hf_config, entry=entry, dtype=dtype, attn=attn), audit_json),
-                BenchRun(scenario=scenario, top=top, shapes=shapes, device=device, chip=chip, options=opts, e2e=e2e,
-                         e2e_ops=e2e_ops, emit=emit, pin_cpu=pin_cpu), progress=progress_printer(not quiet))
-
-    text_json = json.dumps(data, indent=1, default=str) + "\n"
-    if json_out:
-        write_output(json_out, text_json, force)
-    if fmt == "json":
-        text = text_json
-    else:
-        console = Console(record=True, width=220 if not sys.stdout.isatty() else None, file=open("/dev/null", "w"))
-        render_text(data, console)
-        text = console.export_text(styles=sys.stdout.isatty())
-    if output:
-        write_output(output, text, force)
-    else:
-        sys.stdout.write(text)
-    if fail_on_kernel_path and rep.kernel_path_failures:
-        raise click.exceptions.Exit(1)
+    check_new([output, json_out], force)
+    candidates(cands)
+    if scenario is not None:
+        if audit_json is not None and ":" in scenario:
+            raise NpuportError("with --from the scenario's sizes come from the audit JSON", "--scenario NAME alone (train, prefill or decode)", scenario)
+        if len(parse_scenarios([scenario])) != 1:
+            raise NpuportError("bench takes one scenario", "--scenario NAME[:batch=N,seq=N,past=N], one of train, prefill, decode", scenario)
+    if chip is not None:
+        get_chip(chip)
+    say(quiet, f"loading {model or hf_config or audit_json}")

@@ -1,20 +1,44 @@
-"""What every command shares: user errors to exit 2 with one line, atomic output files, progress on stderr."""
+"""What every command shares: user errors to exit 2 with one line, atomic output files, progress on stderr, report
+output (--format, -o, --json-out) and the width text reports are rendered at.
+
+This module is light (click and npuport.errors only): `npuport --help`, `npuport COMMAND --help` and the first
+progress line come before torch is imported.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+import logging
 import os
+import shutil
 import sys
 import tempfile
 import traceback
+import warnings
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import click
 
 from npuport.errors import NpuportError
 
+if TYPE_CHECKING:  # rich loads with the report, not with --help
+    from rich.console import Console
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+# --format from -o's extension when --format is not given
+EXTENSIONS = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html",
+              ".txt": "text"}
+PIPED_WIDTH = 120  # text reports written to a pipe or a file, unless $COLUMNS says otherwise
+WIDE_WIDTH = 1000  # --wide: every column at its natural width, nothing folded
+
+
+def error_line(message: str) -> None:
+    """The one error style: a single line on stderr starting with 'error: '."""
+    click.echo(f"error: {message}", err=True)
 
 
 def handle_errors(fn: F) -> F:
@@ -28,10 +52,31 @@ def handle_errors(fn: F) -> F:
         except NpuportError as exc:
             if debug:
                 traceback.print_exc()
-            click.echo(f"error: {exc.render()}", err=True)
+            error_line(exc.render())
             raise click.exceptions.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+class UsageError(click.ClickException):
+    """A usage error click found while parsing (unknown option, bad choice, missing argument), shown in the one
+    error style instead of click's 'Usage: ... Error: ...' block; exit 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        error_line(self.format_message())
+
+
+def as_usage_error(exc: click.ClickException) -> UsageError:
+    """click's message with its first letter lowered, and where to read the command's options."""
+    msg = " ".join(exc.format_message().split()).rstrip(".")  # one line
+    if len(msg) > 1 and msg[0].isupper() and msg[1].islower():
+        msg = msg[0].lower() + msg[1:]
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        msg += f" (see '{ctx.command_path} --help')"
+    return UsageError(msg)
 
 
 def write_output(path: str, text: str, force: bool, protected: list[Path] | None = None) -> None:
@@ -58,14 +103,92 @@ def write_output(path: str, text: str, force: bool, protected: list[Path] | None
         raise
 
 
+def check_new(paths: list[str | None], force: bool) -> None:
+    """Fail before a long run, not after it, when an output file exists and --force was not given."""
+    for path in paths:
+        if path and Path(path).exists() and not force:
+            raise NpuportError(f"{path} already exists", "a new output path, or --force to replace it", path)
+
+
+def pick_format(fmt: str | None, output: str | None, formats: tuple[str, ...]) -> str:
+    """--format, else from -o's extension (when the command writes that format), else text."""
+    if fmt:
+        return fmt
+    guessed = EXTENSIONS.get(Path(output).suffix.lower(), "text") if output else "text"
+    return guessed if guessed in formats else "text"
+
+
+def as_json(data: Any) -> str:
+    return json.dumps(data, indent=1, allow_nan=False, default=str) + "\n"
+
+
+def emit(text: str, output: str | None, force: bool, quiet: bool, fmt: str, json_text: str | None = None,
+         json_out: str | None = None, protected: list[Path] | None = None) -> None:
+    """The report to -o FILE (else stdout) and, with --json-out FILE, its JSON form as well."""
+    if json_out and json_text is not None:
+        write_output(json_out, json_text, force, protected=protected)
+        say(quiet, f"wrote the JSON report to {json_out}")
+    if output:
+        write_output(output, text, force, protected=protected)
+        say(quiet, f"wrote {fmt} report to {output}")
+    else:
+        sys.stdout.write(text)
+
+
+def say(quiet: bool, msg: str) -> None:
+    """One progress or status line on stderr, 'npuport: ...'; nothing with --quiet."""
+    if not quiet:
+        click.echo(f"npuport: {msg}", err=True)
+
+
 def progress_printer(enabled: bool) -> Callable[[str], None] | None:
     if not enabled:
         return None
 
-    def say(msg: str) -> None:
+    def progress(msg: str) -> None:
         click.echo(f"npuport: {msg}", err=True)
 
-    return say
+    return progress
+
+
+@contextlib.contextmanager
+def quiet_stderr(quiet: bool) -> Iterator[None]:
+    """With --quiet nothing reaches stderr but an error: Python warnings and library log records are dropped."""
+    if not quiet:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        previous = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(previous)
+
+
+def to_terminal(output: str | None) -> bool:
+    """The report goes to a terminal (not -o FILE, not a pipe): colours and the terminal's width."""
+    return output is None and sys.stdout.isatty()
+
+
+def text_width(wide: bool, output: str | None = None, piped: int = PIPED_WIDTH) -> int:
+    """Columns a text report is rendered at: --wide: every column at its natural width; a terminal: its width;
+    piped or written to a file (-o): $COLUMNS, else `piped` (120; wider for a report whose renderer does not yet
+    choose its columns by width)."""
+    if wide:
+        return WIDE_WIDTH
+    if to_terminal(output):
+        return shutil.get_terminal_size().columns
+    env = os.environ.get("COLUMNS", "")
+    return int(env) if env.isdigit() and int(env) > 0 else piped
+
+
+def export_text(console: Console, output: str | None) -> str:
+    """A recorded console's text: colours only for a terminal; trailing blanks dropped from a file or pipe."""
+    if to_terminal(output):
+        return console.export_text(styles=True)
+    return "".join(line.rstrip() + "\n" for line in console.export_text().splitlines())
 
 
 def stderr_is_tty() -> bool:

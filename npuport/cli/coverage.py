@@ -1,87 +1,81 @@
-"""`npuport coverage show|diff|list`: torch_npu coverage of aten overloads, from mappings/coverage/."""
+"""`npuport coverage show|diff|list`: torch_npu coverage of aten overloads, from mappings/coverage/. Declares the
+options and help; the work (npuport.api coverage_show / coverage_diff / coverage_list) is in
+npuport.cli.coverage_impl, imported only when a subcommand runs."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
-from npuport.api import STATUSES, coverage_diff, coverage_list, coverage_show
-from npuport.cli.common import handle_errors
+from npuport.cli.common import check_new, handle_errors
+from npuport.cli.lazy import Command, Group
+from npuport.cli.options import quiet_debug, report_options, torch_npu_option
+from npuport.coverage import STATUSES, available_versions
 
-_VERSION = click.option("--torch-npu", "version", default=None, metavar="VERSION",
-                        help="torch_npu release (default: the newest checked in)")
-_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+FORMATS = ("text", "json")
 
 
-@click.group("coverage")
+@click.group("coverage", cls=Group)
 def coverage() -> None:
-    """Which aten overloads each torch_npu release runs natively, decomposes, falls back to the CPU, or fails."""
+    """Which aten overloads each torch_npu release runs natively, decomposes, falls back to the CPU, or fails.
+
+    \b
+    Examples:
+      npuport coverage show aten::mm
+      npuport coverage diff 2.1.0.post10 2.14.0 --format json -o changes.json
+      npuport coverage list --status cpu-fallback --torch-npu 2.3.1
+    """
 
 
-@coverage.command("show")
+@coverage.command("show", cls=Command, impl="npuport.cli.coverage_impl:show")
 @click.argument("op")
-@_VERSION
-@_FORMAT
+@torch_npu_option("version")
+@report_options(FORMATS)
+@quiet_debug
 @handle_errors
-def show(op: str, version: str | None, fmt: str) -> None:
-    """Status of OP (aten::add.Tensor, aten::mm, npu::npu_rms_norm) across all checked-in releases."""
-    chosen, rows = coverage_show(op, version)
-    if fmt == "json":
-        click.echo(json.dumps([_as_dict(r) for r in rows], indent=2))
-        return
-    click.echo(f"{rows[0].op}")
-    click.echo(f"  {'torch_npu':<14}{'status':<22}{'paths':<22}risk")
-    for r in rows:
-        mark = "*" if r.version == chosen else " "
-        kind = f" ({r.composite_kind})" if r.composite_kind else ""
-        click.echo(f"{mark} {r.version:<14}{(r.status + kind):<22}{', '.join(r.paths) or '-':<22}{r.risk or ''}")
-    picked = next(r for r in rows if r.version == chosen)
-    click.echo(f"\n{chosen}: {picked.detail}")
+def show(output: str | None, json_out: str | None, force: bool, **_: Any) -> None:
+    """Status of OP (aten::add.Tensor, aten::mm, npu::npu_rms_norm) across all checked-in releases; * marks the
+    release chosen with --torch-npu.
+
+    \b
+    Examples:
+      npuport coverage show aten::mm
+      npuport coverage show aten::isin.Tensor_Tensor --torch-npu 2.3.1 --format json
+    """
+    check_new([output, json_out], force)
 
 
-@coverage.command("diff")
+@coverage.command("diff", cls=Command, impl="npuport.cli.coverage_impl:diff", help=f"""Ops that start or stop running on
+    the NPU, or otherwise change status, from OLD to NEW: two of the checked-in torch_npu releases
+    ({', '.join(available_versions())}).
+
+    \b
+    Examples:
+      npuport coverage diff 2.1.0.post10 2.14.0
+      npuport coverage diff 2.13.0 2.14.0 --format json --json-out diff.json
+    """)
 @click.argument("old")
 @click.argument("new")
-@_FORMAT
+@report_options(FORMATS)
+@quiet_debug
 @handle_errors
-def diff(old: str, new: str, fmt: str) -> None:
-    """Ops that start or stop running on the NPU, or otherwise change status, from OLD to NEW."""
-    result = coverage_diff(old, new)
-    sections = {"added": result.added, "removed": result.removed, "changed": result.changed}
-    if fmt == "json":
-        click.echo(json.dumps({"old": old, "new": new, **{k: [
-            {"op": c.op, "before": _as_dict(c.before), "after": _as_dict(c.after)} for c in v
-        ] for k, v in sections.items()}}, indent=2))
-        return
-    click.echo(f"torch_npu {old} -> {new}: {len(result.added)} added, {len(result.removed)} removed, "
-               f"{len(result.changed)} changed")
-    for name, changes in sections.items():
-        if changes:
-            click.echo(f"\n{name}:")
-            for change in changes:
-                click.echo(f"  {change.describe()}")
+def diff(output: str | None, json_out: str | None, force: bool, **_: Any) -> None:
+    check_new([output, json_out], force)
 
 
-@coverage.command("list")
-@click.option("--status", type=click.Choice(STATUSES), required=True)
-@_VERSION
-@_FORMAT
+@coverage.command("list", cls=Command, impl="npuport.cli.coverage_impl:list_ops")
+@click.option("--status", type=click.Choice(STATUSES), required=True, help="The status to list.")
+@torch_npu_option("version")
+@report_options(FORMATS)
+@quiet_debug
 @handle_errors
-def list_ops(status: str, version: str | None, fmt: str) -> None:
-    """Every op of one release with the given status."""
-    chosen, rows = coverage_list(status, version)
-    if fmt == "json":
-        click.echo(json.dumps({"torch_npu": chosen, "status": status,
-                               "ops": [_as_dict(r) for r in rows]}, indent=2))
-        return
-    for r in rows:
-        extra = ", ".join(r.paths) or (r.composite_kind or "")
-        click.echo(f"{r.op}" + (f"  [{extra}]" if extra else ""))
-    click.echo(f"# {len(rows)} ops {status} on torch_npu {chosen}", err=True)
+def list_ops(output: str | None, json_out: str | None, force: bool, **_: Any) -> None:
+    """Every op of one release with the given status (their count on stderr).
 
-
-def _as_dict(r: Any) -> dict[str, Any]:
-    return {"op": r.op, "torch_npu": r.version, "status": r.status, "paths": list(r.paths), "risk": r.risk,
-            "composite_kind": r.composite_kind, "detail": r.detail}
+    \b
+    Examples:
+      npuport coverage list --status cpu-fallback
+      npuport coverage list --status npu-custom --torch-npu 2.3.1 --format json
+    """
+    check_new([output, json_out], force)

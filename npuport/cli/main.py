@@ -1,54 +1,41 @@
-"""The `npuport` command: a click group; each subcommand lives in its own module and only parses, calls one
-library function, and renders."""
+"""The `npuport` command: a click group whose commands are loaded lazily (npuport.cli.lazy), so `npuport --help`
+imports none of them. Each command lives in its own module (options and help) with its work in a *_impl module
+that parses the flags into an npuport.api options dataclass, calls one npuport.api function and renders."""
 
 from __future__ import annotations
-
-import importlib
 
 import click
 
 import npuport
-from npuport.cli.audit import audit
+from npuport.cli.lazy import LazyGroup
+
+# command -> (module:attribute, the line `npuport --help` lists), in the order a migration uses them
+COMMANDS = {
+    "audit": ("npuport.cli.audit:audit", "The operator inventory: every op, shapes, FLOPs, bytes, roofline time, coverage "
+                                        "on torch_npu, behaviour differences, CUDA-only source, fusion advice."),
+    "migrate": ("npuport.cli.migrate:migrate", "The mechanical CUDA -> NPU source changes, as a diff (--write applies it)."),
+    "parity": ("npuport.cli.parity:parity", "Numerical parity of the same model on two devices, first divergence located."),
+    "bench": ("npuport.cli.bench:bench", "The hot ops benchmarked with their recorded shapes on this device."),
+    "coverage": ("npuport.cli.coverage:coverage", "What a torch_npu release implements, per aten overload."),
+    "kernels": ("npuport.cli.kernels:kernels", "npuport's Ascend C kernels: list, build (needs CANN), test, perf."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(npuport.__version__, prog_name="npuport")
 def cli() -> None:
     """npuport: move PyTorch LLMs from CUDA to Ascend NPU knowing what changes.
 
     \b
-    audit     the operator inventory: every op, shapes, FLOPs, bytes, roofline time, class,
-              coverage on torch_npu, behaviour differences, CUDA-only source, fusion advice
-    coverage  what a torch_npu release implements, per aten overload
-    migrate   the mechanical CUDA -> NPU source changes, as a diff (--write applies it)
-    kernels   npuport's Ascend C kernels: list, build (needs CANN), test (schedule reference on CPU)
-    parity    numerical parity of the same model on two devices, first divergence located
-    bench     the hot ops benchmarked with their recorded shapes
+    Examples:
+      npuport audit examples/gpt/model.py                     what runs, what it costs, what changes on the NPU
+      npuport audit --hf config.json --format html -o report.html
+      npuport migrate train.py > npu.patch                    the mechanical source changes as a diff
+      npuport parity --ref cuda --dev npu model.py            numerical parity, first divergence located
+
+    Every command takes --quiet and --debug and shows its own examples with --help; docs/cli.md has the grammar
+    they share. Exit codes: 0 done, 1 a check ran and failed, 2 bad input (one 'error:' line).
     """
-
-
-cli.add_command(audit)
-
-
-def _optional(module: str, name: str) -> None:
-    """Commands whose modules are optional at import (so --help works even if one of them is broken)."""
-    try:
-        cmd = getattr(importlib.import_module(module), name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:  # a real missing dependency inside the command is a bug: let it show
-            raise
-        return
-    cli.add_command(cmd)
-
-
-for _module, _name in (
-    ("npuport.cli.coverage", "coverage"),
-    ("npuport.cli.migrate", "migrate"),
-    ("npuport.cli.kernels", "kernels"),
-    ("npuport.cli.parity", "parity"),
-    ("npuport.cli.bench", "bench"),
-):
-    _optional(_module, _name)
 
 
 def main() -> None:

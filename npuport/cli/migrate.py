@@ -1,25 +1,27 @@
 """`npuport migrate MODEL.py [--write]`: print (or apply) the mechanical CUDA -> NPU changes of a whole program as
-one unified diff."""
+one unified diff. Declares the options and help; the work (npuport.api migrate / write_migration) is in
+npuport.cli.migrate_impl, imported only when the command runs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from npuport.api import MigrateOptions, write_migration
-from npuport.api import migrate as migrate_api
 from npuport.cli.common import handle_errors
+from npuport.cli.lazy import Command
+from npuport.cli.options import quiet_debug
 
 
-@click.command()
+@click.command("migrate", cls=Command, impl="npuport.cli.migrate_impl:migrate")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--root", type=click.Path(file_okay=False), help="Paths in the diff are relative to this folder (default: the current one), so `git apply` works from it.")
 @click.option("--no-follow", is_flag=True, help="Migrate MODEL alone, not the local modules it imports.")
 @click.option("--write", is_flag=True, help="Apply the changes in place after copying each original to FILE.bak.")
 @click.option("--force", is_flag=True, help="With --write: replace existing .bak files.")
-@click.option("--quiet", is_flag=True, help="Only the diff (and errors): no summary or diagnostics on stderr.")
-@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@quiet_debug
 @handle_errors
-def migrate(model: str, root: str | None, no_follow: bool, write: bool, force: bool, quiet: bool, debug: bool) -> None:
+def migrate(**_: Any) -> None:
     """Rewrite what is mechanical in MODEL and the local modules it imports (device strings together with the
     tests that read them, .cuda(), nccl, torch.cuda.X with an NPU twin, import torch_npu); list everything else
     as diagnostics for a hand change, counted per file.
@@ -34,21 +36,3 @@ def migrate(model: str, root: str | None, no_follow: bool, write: bool, force: b
       npuport migrate pretrain/tinyllama.py --root .      # follows lit_gpt/ through sys.path.append
       npuport migrate train.py --write                    # in place, originals kept as .bak
     """
-    program = migrate_api(model, MigrateOptions(root=root, follow=not no_follow))
-    if write:
-        written = write_migration(program, force=force)
-        if not quiet:
-            for display, backup in written:
-                click.echo(f"npuport: wrote {display} (original in {backup.name})", err=True)
-        if not written and not quiet:
-            click.echo(f"npuport: {model}: nothing to change", err=True)
-    elif program.diff:
-        click.echo(program.diff, nl=False)
-    if quiet:
-        return
-    for line in program.summary_lines():
-        click.echo(f"npuport: {line}", err=True)
-    for note in program.notes:
-        click.echo(f"npuport: note: {note}", err=True)
-    for d in program.remaining:
-        click.echo(f"{d.file}:{d.line}:{d.col}: {d.level}: {d.id} {d.message}", err=True)

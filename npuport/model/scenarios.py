@@ -41,6 +41,10 @@ class Scenario:
             base += f", after {self.past} tokens of context"
         return base
 
+    def spec(self) -> str:
+        """The --scenario text that gives this step back through parse_scenario: 'decode:batch=1,seq=1,past=4096'."""
+        return f"{self.name}:batch={self.batch},seq={self.seq}" + (f",past={self.past}" if self.past else "")
+
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name, "kind": self.kind, "batch": self.batch, "seq": self.seq, "past": self.past}
         if self.kind == "decode":
@@ -56,8 +60,12 @@ DEFAULTS: dict[Kind, Scenario] = {
 DEFAULT_SET = ("train", "prefill", "decode")
 
 
+GRAMMAR = "NAME[:batch=N,seq=N,past=N]"  # the --scenario grammar of audit, bench and parity (docs/cli.md)
+
+
 def parse_scenario(text: str) -> Scenario:
-    """'decode' or 'decode:batch=4,past=8192' or 'train:seq=2048'."""
+    """One scenario: 'decode' or 'decode:batch=4,past=8192' or 'train:seq=2048' (GRAMMAR); a name alone is that
+    step's default size (DEFAULTS), and each of batch=, seq=, past= replaces one of its sizes."""
     name, _, opts = text.strip().partition(":")
     if name not in DEFAULTS:
         raise NpuportError(f"unknown scenario {name!r}", "train, prefill or decode, optionally with :batch=N,seq=N,past=N", text)

@@ -19,7 +19,7 @@ import torch
 from npuport.devices.device import Device, NumericsPolicy
 from npuport.errors import NpuportError
 from npuport.model.loading import LoadedModel, describe_exception, load_target, parse_dtype
-from npuport.model.scenarios import Scenario, parse_scenario
+from npuport.model.scenarios import Scenario, fit_to_context, parse_scenario
 from npuport.parity.capture import run_capture
 from npuport.parity.entries import Capture, CaptureOptions
 from npuport.parity.modes import FaultMode, Float64Mode
@@ -113,7 +113,9 @@ def prepare(target: Target, opts: RunOptions, weights: dict[str, torch.Tensor] |
         raise NpuportError("weights regenerated from the seed differ from the recorded ones",
                            f"fingerprint {recorded['weights']['fingerprint'][:16]} (torch {recorded['weights']['torch']})",
                            f"{fp[:16]} with torch {torch.__version__}: record without --stats-only, or with --store-weights")
-    sc = opts.parsed_scenario
+    sc, fitted = fit_to_context(opts.parsed_scenario, lm.max_positions)  # e.g. decode's default past=4096 on a 1024-position model
+    if fitted:
+        notes.append(fitted)
     if stored_inputs is not None:
         inputs = stored_inputs
     else:

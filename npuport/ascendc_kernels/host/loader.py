@@ -11,7 +11,7 @@ from types import ModuleType
 from npuport.errors import NpuportError
 
 EXT_NAME = "npuport_ascendc_ext"
-BUILD_DIR_ENV = "NPUPORT_ASCENDC_BUILD"  # where `kernels build --out` put it, if not importable already
+BUILD_DIR_ENV = "NPUPORT_ASCENDC_BUILD"  # where `kernels build --out-dir` put it, if not importable already
 
 
 def default_build_dir() -> Path:
