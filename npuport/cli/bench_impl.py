@@ -15,8 +15,6 @@ from npuport.cli.bench import FORMATS, candidates
 from npuport.cli.common import emit, export_text, handle_errors, pick_format, progress_printer, quiet_stderr, text_width
 from npuport.render.bench_text import render_text
 
-PIPED_WIDTH = 220  # the bench table does not yet choose its columns by width
-
 
 @handle_errors
 def bench(model: str | None, hf_config: str | None, audit_json: str | None, entry: str | None, scenario: str | None,
@@ -38,8 +36,8 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, entr
     if fmt == "json":
         text = text_json
     else:
-        console = Console(record=True, width=text_width(wide, output, PIPED_WIDTH), file=io.StringIO())
-        render_text(data, console)
+        console = Console(record=True, width=text_width(wide, output), file=io.StringIO())
+        render_text(data, console, wide=wide)
         text = export_text(console, output)
     emit(text, output, force, quiet, fmt, json_text=text_json, json_out=json_out)
     if fail_on_kernel_path and rep.kernel_path_failures:

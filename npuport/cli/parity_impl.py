@@ -15,8 +15,6 @@ from npuport.cli.parity import FORMATS
 from npuport.render.parity_doc import render_html, render_markdown
 from npuport.render.parity_text import render_text
 
-PIPED_WIDTH = 160  # the parity table does not yet choose its columns by width
-
 
 def _spec(kw: dict[str, Any]) -> ModelSpec:
     return ModelSpec(model=kw["model"], hf_config=kw["hf_config"], entry=kw["entry"], dtype=kw["dtype"], attn=kw["attn"])
@@ -43,7 +41,7 @@ def _compare(ref: str, dev: str, kw: dict[str, Any], run: Callable[..., Any] = p
     elif fmt == "html":
         text = render_html(data)
     else:
-        text = render_text(data, top=kw["top"], width=text_width(kw["wide"], kw["output"], PIPED_WIDTH))
+        text = render_text(data, top=kw["top"], width=text_width(kw["wide"], kw["output"]), wide=kw["wide"])
     emit(text, kw["output"], kw["force"], kw["quiet"], fmt, json_text=as_json, json_out=kw["json_out"])
     if kw["output"] and not kw["quiet"]:
         click.echo(data["verdict"]["text"], err=True)

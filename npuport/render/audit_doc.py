@@ -9,28 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npuport.render.fmt import fmt_count, fmt_share, fmt_si, fmt_time, short_source
+from npuport.render.table import Column, Table
 
 LEVEL_ORDER = {"error": 0, "warning": 1, "info": 2}
 MAX_ACTIONS = 5
-
-
-@dataclass
-class Column:
-    name: str
-    align: str = "left"  # left | right
-    priority: int = 0  # 0: always shown; otherwise the terminal adds columns by rising priority while they fit
-    kind: str = ""  # what the cells hold, for styling: class | level | status | code | "" (plain)
-    essential: bool = False  # when it does not fit the terminal, the table becomes a list rather than drop it
-
-
-@dataclass
-class Table:
-    id: str
-    title: str
-    columns: list[Column]
-    rows: list[list[str]]
-    limit: int | None = None  # rows the terminal shows (None: all); markdown and HTML always show all
-    more: str = ""  # what the terminal says about the rows it leaves out ("{n}" is their count)
 
 
 @dataclass

@@ -9,9 +9,10 @@ import re
 from html import escape
 from typing import Any
 
-from npuport.render.audit_doc import Column, Section, Table, actions, build
+from npuport.render.audit_doc import Section, actions, build
 from npuport.render.html_assets import CSS, JS
 from npuport.render.html_charts import coverage_chart, modules_chart, ops_chart, roofline_chart
+from npuport.render.table import Column, Table
 
 NAV = {"summary": "Answer", "scenarios": "Scenarios", "coverage": "Coverage", "findings": "Findings",
        "source_scan": "Source scan", "fusions": "Fusions", "inventory": "Operators", "modules": "Modules",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from npuport.render.audit_doc import Section, Table, build
+from npuport.render.audit_doc import Section, build
+from npuport.render.table import Table
 
 
 def _cell(text: str) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
+
+from npuport.render.table import Column, Table, fit
 
 
 def _t(seconds: float | None) -> str:
@@ -72,32 +73,32 @@ def answer(data: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_text(data: dict[str, Any], console: Any) -> None:
+def render_text(data: dict[str, Any], console: Any, wide: bool = False) -> None:
     dev = data["device"]
     chip = dev["chip"] or "no chip profile"
     console.print("[bold]npuport bench[/bold] " + escape(f"{data['model'].get('name')} / {data['scenario']} on {dev['name']} "
                   f"({dev['description']}; roofline {chip}; {dev['clock']})"))
     for line in answer(data):
         console.print(escape(line))
-    table = Table(show_lines=False, pad_edge=False)
-    for col, just in (("op [input shapes]", "left"), ("dtype", "left"), ("calls", "right"), ("median", "right"),
-                      ("spread", "right"), ("estimate", "right"), ("meas/est", "right"), ("achieved", "right"),
-                      ("roofline", "right"), ("vs measured ceiling", "right"), ("candidates (speedup vs eager)", "left"),
-                      ("kernel path", "left")):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    cols = [Column("op [input shapes]", kind="code"), Column("dtype", priority=2), Column("calls", "right", priority=1),
+            Column("median", "right"), Column("spread", "right", priority=3), Column("estimate", "right", priority=1),
+            Column("meas/est", "right"), Column("achieved", "right", priority=4), Column("roofline", "right", priority=2),
+            Column("vs measured ceiling", "right", priority=5), Column("candidates (speedup vs eager)", priority=3),
+            Column("kernel path", kind="status", priority=4)]
+    rows = []
     for c in data["cases"]:
         label = f"{c['op']} [{c['signature']}]"
         m = _eager_timing(c)
         kc = c["kernel_check"]
         kernel = "-" if kc is None or kc["verdict"] == "none" else f"{kc['verdict']}: {kc['path'] or '?'}"
         if c["error"]:
-            table.add_row(escape(label), c["dtype"], str(c["calls"]), "error", "", "", "", "", "", "", escape(c["error"][:80]), "")
+            rows.append([label, c["dtype"], str(c["calls"]), "error", "", "", "", "", "", "", c["error"][:80], ""])
             continue
         vs = c["measured_vs_estimated"]
-        table.add_row(escape(label), c["dtype"], str(c["calls"]), _t(m["median_s"] if m else None),
-                      _pct(m["spread"] if m else None), _t(c["estimated_s"]), f"{vs:.2f}x" if vs else "-",
-                      _rate(c), _pct(c["attainment"]), _pct(c["attainment_vs_measured_ceiling"]), escape(_others(c)),
-                      escape(kernel))
+        rows.append([label, c["dtype"], str(c["calls"]), _t(m["median_s"] if m else None), _pct(m["spread"] if m else None),
+                     _t(c["estimated_s"]), f"{vs:.2f}x" if vs else "-", _rate(c), _pct(c["attainment"]),
+                     _pct(c["attainment_vs_measured_ceiling"]), _others(c), kernel])
+    table, _ = fit(Table("cases", "", cols, rows), console.width, wide)
     console.print(table)
     e2e = data["end_to_end"]
     if e2e is not None:

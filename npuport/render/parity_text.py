@@ -9,7 +9,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape as esc
-from rich.table import Table
+
+from npuport.render.table import Column, Table, fit
 
 
 def look_at(data: dict[str, Any]) -> list[str]:
@@ -40,8 +41,8 @@ def look_at(data: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_text(data: dict[str, Any], top: int = 25, width: int | None = None) -> str:
-    console = Console(record=True, width=width or 160, file=open("/dev/null", "w"))
+def render_text(data: dict[str, Any], top: int = 25, width: int | None = None, wide: bool = False) -> str:
+    console = Console(record=True, width=width or 120, file=open("/dev/null", "w"))
     v = data["verdict"]
     console.print(("[bold green]" if v["passed"] else "[bold red]") + esc(v["text"]) + "[/]")
     for i, line in enumerate(look_at(data)):
@@ -49,18 +50,20 @@ def render_text(data: dict[str, Any], top: int = 25, width: int | None = None) -
     for s in data["sides"]:
         console.print(f"[bold]{s['role']}[/]: " + esc(f"{s['label']} ({s['source']}{', ' + s['path'] if s.get('path') else ''})"))
     relative = data["verdict"]["mode"] == "relative"
-    table = Table(show_lines=False, header_style="bold")
-    for col in ("entry", "dtype", "rel_l2", "cosine", "max_abs", "dev/golden" if relative else "frac>rtol", "status"):
-        table.add_column(col, justify="left" if col in ("entry", "status") else "right", overflow="fold")
+    cols = [Column("entry", kind="code"), Column("dtype", priority=3), Column("rel_l2", "right"),
+            Column("cosine", "right", priority=1), Column("max_abs", "right", priority=4),
+            Column("dev/golden" if relative else "frac>rtol", "right", priority=2), Column("status", kind="status")]
     rows = [e for e in data["entries"] if e["io"] != "in"]
     bad = [e for e in rows if not e["passed"]]
     good = sorted((e for e in rows if e["passed"]), key=lambda e: -_sortable(e["metrics"]["rel_l2"]))
     shown = (bad + good)[: top] if top else bad + good
+    cells = []
     for e in sorted(shown, key=lambda e: e["order"]):
         m = e["metrics"]
         extra = f"{_g(e['golden']['dev_err'])}/{_g(e['golden']['ref_err'])}" if e.get("golden") else _g(m["frac_over_rtol"])
-        status = "[green]ok[/]" if e["passed"] else f"[red]FAIL[/] {esc(e['reason'])}"
-        table.add_row(esc(e["key"]), e["dtype"], _g(m["rel_l2"]), _g(m["cosine"], 8), _g(m["max_abs"]), extra, status)
+        cells.append([e["key"], e["dtype"], _g(m["rel_l2"]), _g(m["cosine"], 8), _g(m["max_abs"]), extra,
+                      "ok" if e["passed"] else f"FAIL {e['reason']}"])
+    table, _ = fit(Table("entries", "", cols, cells), console.width, wide)
     console.print(table)
     if len(rows) > len(shown):
         hidden_bad = len(bad) - sum(1 for e in shown if not e["passed"])
@@ -86,7 +89,7 @@ def render_text(data: dict[str, Any], top: int = 25, width: int | None = None) -
         console.print("[yellow]warning[/]: " + esc(w))
     v = data["verdict"]
     console.print(("[bold green]" if v["passed"] else "[bold red]") + esc(v["text"]) + "[/]")
-    return console.export_text()
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
 
 
 def _sortable(v: Any) -> float:
