@@ -44,7 +44,7 @@ def _loss_of(model: LoadedModel, out: Any, inputs: Inputs) -> torch.Tensor:
     return loss
 
 
-def trace_scenario(model: LoadedModel, sc: Scenario) -> tuple[Trace | None, Scenario]:
+def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None = None) -> tuple[Trace | None, Scenario]:
     """Run one scenario under the recorder; None when the scenario does not apply to the model. Returns the scenario
     as it really ran (a decode of a model with no cache re-runs its context)."""
     try:
@@ -59,12 +59,14 @@ def trace_scenario(model: LoadedModel, sc: Scenario) -> tuple[Trace | None, Scen
     if inputs is None:
         return None, sc
     sc = _as_run(model, sc, inputs)
+    # a transient line (leading "~"): the CLI redraws it in place on a terminal and drops it elsewhere
+    tick = (lambda n: progress(f"~tracing {sc.name}: {n:,} ops")) if progress else None
     try:
-        return _record(model, sc, inputs, real=True), sc
+        return _record(model, sc, inputs, real=True, tick=tick), sc
     except _DataDependent:
         # a guard transformers skips while tracing read a tensor value on the real path: follow the tracing path
         # for this scenario and say so (the inventory may then hold an explicit mask the real run does not build)
-        trace = _record(model, sc, model.make_inputs(sc) or inputs, real=False)
+        trace = _record(model, sc, model.make_inputs(sc) or inputs, real=False, tick=tick)
         trace.notes.append(f"{sc.name}: traced along transformers' export path (a value-dependent check on the real "
                            "path cannot run on fake tensors)")
         return trace, sc
@@ -74,14 +76,14 @@ class _DataDependent(Exception):
     pass
 
 
-def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool) -> Trace:
+def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: Callable[[int], None] | None = None) -> Trace:
     args, kwargs = inputs
     module = model.module
     was_training = module.training
     module.train(sc.kind == "train")
     path = real_path() if real else contextlib.nullcontext()
     try:
-        with model.mode, Recorder(module, sc.name) as rec, MemoryTracker(rec.stack) as mem, warnings.catch_warnings(), \
+        with model.mode, Recorder(module, sc.name, tick) as rec, MemoryTracker(rec.stack) as mem, warnings.catch_warnings(), \
                 _quiet_libraries(), _torch_logs_quiet(), path:
             warnings.simplefilter("ignore")  # library deprecation chatter is not the user's audit
             mem.seed(module, [args, kwargs])
@@ -155,7 +157,7 @@ def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progres
                 progress(f"tracing {sc.describe()}")
             t0 = time.perf_counter()
             try:
-                trace, sc = trace_scenario(model, sc)
+                trace, sc = trace_scenario(model, sc, progress)
             except NpuportError as exc:  # the other scenarios still report; this one is named with its reason
                 failed.append((sc.name, exc.render()))
                 errors.append(exc)

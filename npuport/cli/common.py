@@ -145,7 +145,18 @@ def progress_printer(enabled: bool) -> Callable[[str], None] | None:
     if not enabled:
         return None
 
+    live = {"open": False}  # a transient line is on screen
+
     def progress(msg: str) -> None:
+        """Lines starting with "~" are transient (an op count): redrawn in place on a terminal, dropped elsewhere."""
+        if msg.startswith("~"):
+            if sys.stderr.isatty():
+                click.echo(f"\rnpuport: {msg[1:]}\x1b[K", err=True, nl=False)
+                live["open"] = True
+            return
+        if live["open"]:
+            click.echo("\r\x1b[K", err=True, nl=False)
+            live["open"] = False
         click.echo(f"npuport: {msg}", err=True)
 
     return progress

@@ -15,7 +15,7 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -117,10 +117,13 @@ def _capture_args(ctx: _Context, args: tuple, kwargs: dict) -> tuple[tuple, dict
     return tuple(tree_map(conv, list(args))), tree_map(conv, dict(kwargs)), inputs, slot
 
 
+TICK_EVERY = 2000  # recorded calls between two progress ticks
+
+
 class _OpRecorder(TorchDispatchMode):
-    def __init__(self, ctx: _Context, modules: ModuleStack, trace: Trace) -> None:
+    def __init__(self, ctx: _Context, modules: ModuleStack, trace: Trace, tick: Callable[[int], None] | None = None) -> None:
         super().__init__()
-        self.ctx, self.modules, self.trace = ctx, modules, trace
+        self.ctx, self.modules, self.trace, self.tick = ctx, modules, trace, tick
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
@@ -183,6 +186,8 @@ class _OpRecorder(TorchDispatchMode):
                 mutated=tuple(mutated),
             )
         )
+        if self.tick is not None and len(self.trace.calls) % TICK_EVERY == 0:
+            self.tick(len(self.trace.calls))
 
     def _frame_id(self, module: str, module_type: str, source: str | None) -> int | None:
         ctx = self.ctx
@@ -250,13 +255,13 @@ class _ApiMode(TorchFunctionMode):
 class Recorder:
     """Context manager: `with Recorder(model, "train") as rec: ...; rec.trace` holds the records."""
 
-    def __init__(self, model: torch.nn.Module, scenario: str) -> None:
+    def __init__(self, model: torch.nn.Module, scenario: str, tick: Callable[[int], None] | None = None) -> None:
         self.trace = Trace(scenario=scenario)
         self._modules = ModuleStack(model)
         self.trace.modules = self._modules.types
         self._ctx = _Context()
         self._api = _ApiMode(self._ctx, self._modules)
-        self._ops = _OpRecorder(self._ctx, self._modules, self.trace)
+        self._ops = _OpRecorder(self._ctx, self._modules, self.trace, tick)  # tick(n): n ops recorded so far
 
     @property
     def stack(self) -> ModuleStack:
