@@ -68,6 +68,8 @@ class AuditOptions:
     route_weights: str | None = None
     suppress: tuple[str, ...] = ()
     reproducibility: bool = False
+    optimizer: str | None = None  # the training step's optimizer, for its memory (default: mappings/memory.yaml)
+    master_weights: bool = False  # mixed precision: a float32 copy of the weights and float32 optimizer states
 
 
 def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
@@ -84,7 +86,8 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
         _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
     report = run_audit(target, parsed, chip, torch_npu=opts.torch_npu, progress=progress, baseline_chip=opts.baseline_chip,
                        route_preset=opts.route_preset, route_weights=opts.route_weights,
-                       reproducibility=opts.reproducibility, suppress=list(opts.suppress))
+                       reproducibility=opts.reproducibility, suppress=list(opts.suppress), optimizer=opts.optimizer,
+                       master_weights=opts.master_weights)
     return report, audit_to_json(report)
 
 

@@ -11,8 +11,10 @@ from npuport.audit.advice import advice_stage
 from npuport.audit.cost_stage import cost_stage
 from npuport.audit.coverage import coverage_stage
 from npuport.audit.findings import apply_suppressions, findings_stage
+from npuport.audit.memory_stage import memory_stage
 from npuport.audit.report import AuditReport
 from npuport.audit.trace_stage import trace_stage
+from npuport.cost.memory import default_optimizer
 from npuport.cost.roofline import ChipProfile
 from npuport.model.loading import LoadedModel
 from npuport.model.scenarios import Scenario
@@ -31,6 +33,8 @@ def run_audit(
     reproducibility: bool = False,
     suppress: list[str] | tuple[str, ...] = (),
     baseline_chip: str | None = None,
+    optimizer: str | None = None,
+    master_weights: bool = False,
 ) -> AuditReport:
     traced = trace_stage(model, scenarios, progress)
     timings = traced.timings
@@ -47,6 +51,11 @@ def run_audit(
         report.torch_npu = report.coverage.version
         report.notes.extend(report.coverage.notes)
         timings["coverage_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    report.memory = memory_stage(model, report.scenarios, report.traces, report.inventory, optimizer or default_optimizer(),
+                                 master_weights)
+    report.notes.extend(report.memory.notes)
+    timings["memory_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     report.findings = findings_stage(model, report.scenarios, report.traces, report.inventory, report.torch_npu, reproducibility)
     timings["rules_s"] = time.perf_counter() - t0

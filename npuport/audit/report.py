@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npuport.cost.inventory import Inventory
+from npuport.cost.memory import ScenarioMemory
 from npuport.model.loading import LoadedModel
 from npuport.model.scenarios import Scenario
 from npuport.rules.engine import Finding
@@ -70,6 +71,16 @@ class AdviceStage:
 
 
 @dataclass
+class MemoryStage:
+    """Per scenario: what the device holds, whether it fits each chip, and what to change when it does not."""
+
+    by_scenario: dict[str, ScenarioMemory]
+    optimizer: str
+    master_weights: bool
+    notes: list[str]
+
+
+@dataclass
 class AuditReport:
     model: LoadedModel
     scenarios: list[Scenario]
@@ -84,3 +95,4 @@ class AuditReport:
     coverage: CoverageStage | None = None
     findings: FindingsStage = field(default_factory=FindingsStage)
     advice: AdviceStage | None = None
+    memory: MemoryStage | None = None

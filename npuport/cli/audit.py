@@ -20,6 +20,7 @@ from npuport.cli.options import (
     torch_npu_option,
     wide_option,
 )
+from npuport.cost.memory import default_optimizer, optimizer_names
 from npuport.cost.roofline import get_chip
 from npuport.coverage import available_versions
 from npuport.errors import NpuportError
@@ -49,6 +50,9 @@ FORMATS = ("text", "json", "markdown", "csv", "html")
 @click.option("--suppress", "suppressions", multiple=True, metavar="ID[-ID]|PATTERN", help="Hide findings by id, range or wildcard (NPB001, NPS010-NPS019, NPB0*). Repeatable.")
 @click.option("--fail-on", "fail_on_level", type=click.Choice(["error", "warning", "info"]), help="Exit 1 when a finding at this level or above remains.")
 @click.option("--reproducibility", is_flag=True, help="Flag nondeterministic ops (for runs that must reproduce bit for bit).")
+@click.option("--optimizer", type=click.Choice(optimizer_names()), default=default_optimizer(), show_default=True,
+              help="Optimizer of the training step, for its memory (mappings/memory.yaml).")
+@click.option("--master-weights", is_flag=True, help="Mixed precision: count a float32 copy of the weights and float32 optimizer states.")
 @quiet_debug
 @handle_errors
 def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], chip: str, from_chip: str,

@@ -110,7 +110,7 @@ def _runs_line(data: dict[str, Any]) -> str:
     unsupported = [f["op"] for f in bad if f["status"] == "unsupported"]
     fallback = [f for f in bad if f["status"] != "unsupported"]
     if not bad:
-        return f"Runs on torch_npu {cov['version']}? yes: all {n} compute ops run on the NPU ({counts})"
+        return f"Runs on torch_npu {cov['version']}? yes, all {n} compute ops ({counts})"
     parts = []
     if unsupported:
         parts.append(f"{len(unsupported)} op(s) not implemented ({', '.join(unsupported[:3])})")
@@ -129,9 +129,49 @@ def _differs_line(data: dict[str, Any]) -> str:
     if findings is None:
         return "Computes differently? not checked: behaviour rules describe NPU targets"
     counts = {lvl: sum(1 for f in findings if f["level"] == lvl) for lvl in LEVEL_ORDER}
-    ids = ", ".join(f["id"] for f in sorted(findings, key=lambda f: LEVEL_ORDER.get(f["level"], 3))[:4])
+    ids = ", ".join(f["id"] for f in sorted(findings, key=lambda f: LEVEL_ORDER.get(f["level"], 3))[:3])
     head = f"Computes differently? {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
-    return head + (f" ({ids}{', ...' if len(findings) > 4 else ''})" if findings else "")
+    return head + (f": {ids}{', ...' if len(findings) > 3 else ''}" if findings else "")
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def _fits_line(data: dict[str, Any]) -> str | None:
+    fits, over = [], []
+    usable = None
+    for s in data["scenarios"]:
+        mem = s.get("memory")
+        row = next((f for f in (mem or {}).get("fit", []) if f["chip"] == data["chip"]), None)
+        if mem is None or row is None or row["fits"] is None:
+            continue
+        usable = row["usable_bytes"]
+        if row["fits"]:
+            fits.append(f"{s['name']} {_gib(mem['peak_bytes'])}")
+        else:
+            over.append(f"{s['name']} needs {_gib(mem['peak_bytes'])} (over by {_gib(-row['margin_bytes'])})")
+    if not fits and not over:
+        return None
+    head = f"Fits {data['chip']} memory ({_gib(usable)} usable)? "
+    if not over:
+        return head + "yes, at peak: " + ", ".join(fits)
+    return head + "NO: " + "; ".join(over) + ("; fits: " + ", ".join(fits) if fits else "")
+
+
+def memory_actions(data: dict[str, Any]) -> list[Action]:
+    out = []
+    for s in data["scenarios"]:
+        mem = s.get("memory")
+        row = next((f for f in (mem or {}).get("fit", []) if f["chip"] == data["chip"]), None)
+        if not mem or row is None or row["fits"] is not False:
+            continue
+        fix = next((c for c in mem["changes"] if c.get("fits")), None)
+        how = (f"{fix['change']} ({_gib(fix['peak_bytes'])}" + (f", +{fmt_time(fix['extra_time_s'])} per step" if fix["extra_time_s"] else "")
+               + ")") if fix else "no single change found; see Memory"
+        out.append(Action(0, 1.0, f"the {s['name']} step needs {_gib(mem['peak_bytes'])}, {_gib(row['usable_bytes'])} usable",
+                          "", how))
+    return out
 
 
 def summary(data: dict[str, Any]) -> Section:
@@ -141,10 +181,13 @@ def summary(data: dict[str, Any]) -> Section:
     sec = Section("summary", f"npuport audit: {m['name']} ({m['parameters'] / 1e9:.3g} B parameters, {m['dtype']}) "
                              f"on {data['chip']}{npu}")
     sec.lines.append(_runs_line(data))
+    fits = _fits_line(data)
+    if fits:
+        sec.lines.append(fits)
     sec.lines.append(_differs_line(data))
     for f in data.get("failed_scenarios", []):
         sec.lines.append(f"Scenario {f['name']} could not be traced: {f['reason']}")
-    acts = actions(data)
+    acts = memory_actions(data) + actions(data)
     if acts:
         more = f"; {len(acts) - MAX_ACTIONS} more below" if len(acts) > MAX_ACTIONS else ""
         sec.items_title = f"Top actions (risk first, then estimated time saved on {data['chip']}{more}):"
@@ -432,6 +475,56 @@ def routes_section(data: dict[str, Any]) -> Section | None:
     return sec
 
 
+def memory_section(data: dict[str, Any]) -> Section | None:
+    scen = [s for s in data["scenarios"] if s.get("memory")]
+    if not scen:
+        return None
+    names = [s["name"] for s in scen]
+    sec = Section("memory", f"Device memory (traced on fake tensors; optimizer {scen[0]['memory'].get('optimizer') or '-'} for training)")
+    rows_spec = [("weights", "weights_bytes"), ("gradients", "grads_bytes"), ("optimizer states", "optimizer_states_bytes"),
+                 ("master weights", "master_weights_bytes"), ("optimizer step temporary", "optimizer_step_temporary_bytes"),
+                 ("activations kept for backward", "activations_bytes"), ("inputs (a decode step: its cache)", "inputs_bytes"),
+                 ("traced peak (forward / backward)", "traced_peak_bytes"), ("first step's peak", "step0_peak_bytes"),
+                 ("peak (the chip must hold this)", "peak_bytes"), ("held between steps", "held_bytes")]
+    rows = []
+    for label, key in rows_spec:
+        vals = [s["memory"].get(key) for s in scen]
+        if all(v in (None, 0) for v in vals) and key not in ("peak_bytes", "weights_bytes"):
+            continue
+        rows.append([label] + [_gib(v) if v is not None else "" for v in vals])
+    rows.append(["traced peak at"] + [f"{s['memory']['traced_peak_phase']} {s['memory']['traced_peak_module'] or ''}".strip()
+                                      for s in scen])
+    sec.tables.append(Table("memory", "", [Column("bytes on the device")] + [Column(n, "right") for n in names], rows))
+    chips = [f["chip"] for f in scen[0]["memory"]["fit"]]
+    frows = []
+    for chip in chips:
+        cells = []
+        usable = None
+        for s in scen:
+            f = next(x for x in s["memory"]["fit"] if x["chip"] == chip)
+            usable = f["usable_bytes"]
+            cells.append(f["verdict"])
+        mark = " (target)" if chip == data["chip"] else ""
+        frows.append([chip + mark, _gib(usable)] + cells)
+    sec.tables.append(Table("memory_fit", "Fit per chip (capacity minus the runtime's reserve)",
+                            [Column("chip"), Column("usable", "right")] + [Column(n, priority=1) for n in names], frows))
+    crows = [[s["name"], c["change"], _gib(c["peak_bytes"]), "yes" if c.get("fits") else "no",
+              fmt_time(c["extra_time_s"]) if c["extra_time_s"] else "-", c["note"]]
+             for s in scen for c in s["memory"]["changes"]]
+    if crows:
+        sec.tables.append(Table("memory_changes", f"What to change to fit {data['chip']}",
+                                [Column("scenario"), Column("change"), Column("peak", "right"), Column("fits", kind="status"),
+                                 Column("extra time per step", "right", priority=1), Column("note", priority=2)], crows))
+    for s in scen:
+        by = s["memory"].get("activations_by_module") or {}
+        if by:
+            sec.details.append(Table(f"activations_{s['name']}", f"Activations kept for backward by module ({s['name']}, "
+                                                                  "layer indices merged, innermost modules)",
+                                     [Column("module", kind="code"), Column("bytes", "right")],
+                                     [[k, _gib(v)] for k, v in by.items()]))
+    return sec
+
+
 def notes_section(data: dict[str, Any]) -> Section:
     sec = Section("notes", "Notes and assumptions")
     sec.lines += [f"note: {n}" for n in data["notes"]] + [f"assumption: {a}" for a in data["assumptions"]]
@@ -441,7 +534,8 @@ def notes_section(data: dict[str, Any]) -> Section:
 def build(data: dict[str, Any], top: int = 30, show_views: bool = False) -> list[Section]:
     """The whole document: the answer first, then what to act on, then the inventory and the detail."""
     parts: list[Section | None] = [
-        summary(data), scenarios_section(data), coverage_section(data), findings_section(data), scan_section(data),
+        summary(data), scenarios_section(data), memory_section(data), coverage_section(data), findings_section(data),
+        scan_section(data),
         fusions_section(data), inventory_section(data, top, show_views), modules_section(data), chips_section(data),
         routes_section(data), notes_section(data),
     ]

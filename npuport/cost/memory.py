@@ -1,0 +1,261 @@
+"""Device memory per scenario, from what the traced step measured (npuport.trace.memory) plus what no trace of the
+step shows (the optimizer's state and step, master weights, the runtime's reserve, from mappings/), and whether it
+fits each chip, with the smallest changes that make it fit when it does not.
+
+Train step model (bytes): W weights, G gradients, S optimizer states, T the optimizer step's temporary, P the
+traced forward + backward peak, A what is alive when backward returns (W + G + the outputs the caller holds).
+  step 0 peak = max(P, A + S + T)        (states are allocated at the first step)
+  step 1 peak = max(P + S, A + S + T)    (from then on they are alive through forward and backward)
+  held between steps = W + S             (zero_grad sets gradients to None, torch's default since 2.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from npuport.cost.roofline import load_chips
+from npuport.errors import NpuportError
+from npuport.mappings import load_checked
+
+if TYPE_CHECKING:  # only for annotations: the CLI reads the optimizer names without loading torch
+    import torch
+
+_FILE = "memory.yaml"
+_HW = "hardware.yaml"
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Capacity:
+    chip: str
+    capacity: int | None
+    reserve: int
+    assumed: bool
+
+    @property
+    def usable(self) -> int | None:
+        return None if self.capacity is None else self.capacity - self.reserve
+
+
+def capacities() -> list[Capacity]:
+    """Every chip of hardware.yaml with its memory, and each sized variant as a chip of its own."""
+    load_chips()
+    out = []
+    for name, raw in load_checked(_HW)["chips"].items():
+        mem = raw.get("memory") or {}
+        reserve = int(mem.get("reserve_bytes", 0))
+        assumed = mem.get("reserve_confidence") == "assumed"
+        out.append(Capacity(name, mem.get("capacity_bytes"), reserve, assumed))
+        for variant, cap in (mem.get("variants") or {}).items():
+            out.append(Capacity(variant, int(cap), reserve, assumed))
+    return out
+
+
+def optimizer_names() -> list[str]:
+    return list(load_checked(_FILE)["optimizers"])
+
+
+def default_optimizer() -> str:
+    return str(load_checked(_FILE)["default_optimizer"])
+
+
+@dataclass
+class OptimizerMemory:
+    name: str
+    states: int
+    step_temporary: int
+    master_weights: int
+
+
+def optimizer_memory(params: Sequence[torch.Tensor], name: str, master_weights: bool) -> OptimizerMemory:
+    """State and step temporary of optimizer `name` for these (trainable) parameters; with master weights, the
+    float32 copy and float32 states a mixed-precision run keeps."""
+    data = load_checked(_FILE)
+    if name not in data["optimizers"]:
+        raise NpuportError(f"unknown optimizer {name!r}", "one of " + ", ".join(data["optimizers"]), name)
+    opt = data["optimizers"][name]
+    states = temp = master = 0
+    for p in params:
+        n, size = p.numel(), p.element_size()
+        state_size = 4 if master_weights else size
+        if opt.get("factored") and p.dim() >= 2:
+            states += (p.shape[-2] + p.shape[-1]) * 4 * (n // (p.shape[-2] * p.shape[-1]))
+        elif opt.get("factored"):
+            states += n * 4
+        elif "state_bytes" in opt:
+            states += opt["states"] * (n * opt["state_bytes"] + 4 * -(-n // opt["block"]))
+        else:
+            states += opt["states"] * n * state_size
+        temp += int(opt["step_temporary"] * n * state_size)
+        if master_weights:
+            master += n * data["master_weights"]["bytes_per_parameter"]
+    return OptimizerMemory(name, states, temp, master)
+
+
+@dataclass
+class ScenarioMemory:
+    """One scenario's memory, in bytes; `peak` is the number a chip must hold."""
+
+    kind: str
+    weights: int
+    inputs: int
+    traced_peak: int
+    peak_phase: str
+    peak_module: str
+    activations: int = 0
+    grads: int = 0
+    optimizer: OptimizerMemory | None = None
+    step0_peak: int = 0
+    peak: int = 0
+    held: int = 0
+    activations_by_module: dict[str, int] = field(default_factory=dict)
+    fit: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"peak_bytes": self.peak, "weights_bytes": self.weights, "inputs_bytes": self.inputs,
+                               "traced_peak_bytes": self.traced_peak, "traced_peak_phase": self.peak_phase,
+                               "traced_peak_module": self.peak_module, "held_bytes": self.held}
+        if self.kind == "train":
+            opt = self.optimizer
+            out.update({"activations_bytes": self.activations, "grads_bytes": self.grads,
+                        "optimizer": opt.name if opt else None,
+                        "optimizer_states_bytes": opt.states if opt else 0,
+                        "optimizer_step_temporary_bytes": opt.step_temporary if opt else 0,
+                        "master_weights_bytes": opt.master_weights if opt else 0,
+                        "step0_peak_bytes": self.step0_peak,
+                        "activations_by_module": dict(list(self.activations_by_module.items())[:12])})
+        out["fit"] = self.fit
+        out["changes"] = self.changes
+        return out
+
+
+def _merged(by_module: dict[str, int]) -> dict[str, int]:
+    """The innermost modules (a parent's bytes are its children's), layer indices merged
+    (model.layers.3.mlp -> model.layers.*.mlp), largest first."""
+    out: dict[str, int] = {}
+    for path, n in by_module.items():
+        if any(other.startswith(path + ".") for other in by_module):
+            continue
+        key = ".".join("*" if part.isdigit() else part for part in path.split("."))
+        out[key] = out.get(key, 0) + n
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def scenario_memory(kind: str, trace: Any, params: Sequence[torch.Tensor], optimizer: str, master_weights: bool) -> ScenarioMemory:
+    """The scenario's memory from its MemoryTrace (npuport.trace.memory) and, for training, the optimizer model."""
+    m = ScenarioMemory(kind, trace.weights, trace.inputs, trace.peak, trace.peak_phase, trace.peak_module)
+    if kind != "train":
+        m.peak = m.step0_peak = trace.peak
+        m.held = trace.weights + trace.inputs
+        return m
+    opt = optimizer_memory([p for p in params if p.requires_grad], optimizer, master_weights)
+    states = opt.states + opt.master_weights
+    m.optimizer, m.grads, m.activations = opt, trace.grads, trace.saved
+    m.activations_by_module = _merged(trace.saved_by_module)
+    step = trace.after + states + opt.step_temporary
+    m.step0_peak = max(trace.peak, step)
+    m.peak = max(trace.peak + states, step)
+    m.held = trace.weights + states
+    return m
+
+
+def judge(m: ScenarioMemory) -> None:
+    """Fill `fit`: per chip, the usable memory and the verdict ("fits with X free" / "over by Y")."""
+    m.fit = []
+    for c in capacities():
+        row: dict[str, Any] = {"chip": c.chip, "capacity_bytes": c.capacity, "reserve_bytes": c.reserve,
+                               "reserve_assumed": c.assumed, "usable_bytes": c.usable}
+        if c.usable is None:
+            row.update({"fits": None, "margin_bytes": None, "verdict": "capacity unknown"})
+        else:
+            margin = c.usable - m.peak
+            row.update({"fits": margin >= 0, "margin_bytes": margin,
+                        "verdict": f"fits with {margin / GiB:.1f} GiB free" if margin >= 0 else f"over by {-margin / GiB:.1f} GiB"})
+        m.fit.append(row)
+
+
+def plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: Any) -> None:
+    """When the scenario is over `usable` bytes: the smallest changes that make it fit, each with its memory and
+    its cost in step time on the roofline (communication is left to the scale-out view)."""
+    m.changes = []
+    if m.peak <= usable:
+        return
+    _plan(m, usable, step_time_s, layers, sc)
+    for c in m.changes:
+        c["fits"] = c["peak_bytes"] <= usable
+
+
+def _plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: Any) -> None:
+    if m.kind == "train":
+        opt = m.optimizer
+        states = (opt.states + opt.master_weights) if opt else 0
+        temp = opt.step_temporary if opt else 0
+        act = max(m.traced_peak - m.weights - m.inputs - m.grads, 0)
+        for k in (2, 4, 8, 16, 32):
+            if sc.batch % k:
+                continue
+            peak = max(m.weights + m.inputs + m.grads + act // k + states, m.weights + m.grads + states + temp)
+            if peak <= usable:
+                m.changes.append({"change": f"micro-batch {sc.batch // k} with {k} gradient-accumulation steps",
+                                  "peak_bytes": peak, "extra_time_s": 0.0,
+                                  "note": "same FLOPs per sample; activations scale with the micro-batch"})
+                break
+        # full recomputation keeps each layer's input (about 2 of the ~34 bytes per token and hidden unit a layer
+        # keeps: Korthikanti et al., arXiv:2205.05198) and runs the forward again in backward (+1/3 of the step)
+        if layers:
+            for k in (1, 2, 4, 8, 16, 32):
+                if sc.batch % k:
+                    continue
+                peak = max(m.weights + m.inputs + m.grads + act * 2 // 34 // k + states, m.weights + m.grads + states + temp)
+                if peak <= usable or k == 1:
+                    what = "full activation recomputation (gradient checkpointing of every layer)"
+                    if k > 1:
+                        what += f" with micro-batch {sc.batch // k} and {k} gradient-accumulation steps"
+                    m.changes.append({"change": what, "peak_bytes": peak, "extra_time_s": step_time_s / 3,
+                                      "note": "keeps each layer's input, recomputes the forward in backward"})
+                if peak <= usable:
+                    break
+        for stage, shard in (("ZeRO-1 (optimizer states)", "s"), ("ZeRO-2 (states + gradients)", "sg"),
+                             ("ZeRO-3 / FSDP (states + gradients + weights)", "sgw")):
+            for n in (2, 4, 8, 16, 32, 64):
+                s = states // n if "s" in shard else states
+                g = m.grads // n if "g" in shard else m.grads
+                w = m.weights // n if "w" in shard else m.weights
+                peak = max(m.traced_peak - m.weights - m.grads + w + g + s, w + g + s + temp // n)
+                if peak <= usable:
+                    m.changes.append({"change": f"{stage} across {n} devices", "peak_bytes": peak, "extra_time_s": 0.0,
+                                      "note": "communication per step: see the scale-out view"})
+                    break
+        if layers and not any(c["peak_bytes"] <= usable for c in m.changes):
+            kept = act * 2 // 34  # activations under full recomputation
+            for n in (2, 4, 8, 16, 32, 64):
+                peak = max(m.weights + m.inputs + (m.grads + states) // n + kept, m.weights + (m.grads + states + temp) // n)
+                if peak <= usable:
+                    m.changes.append({"change": f"full activation recomputation with ZeRO-2 across {n} devices",
+                                      "peak_bytes": peak, "extra_time_s": step_time_s / 3,
+                                      "note": "states and gradients sharded; communication per step: see the scale-out view"})
+                    break
+        for t in (2, 4, 8):
+            peak = m.peak // t
+            if peak <= usable:
+                m.changes.append({"change": f"tensor parallel degree {t} (with sequence parallel)", "peak_bytes": peak,
+                                  "extra_time_s": 0.0, "note": "weights, gradients, states and activations split t ways"})
+                break
+    else:
+        cache = m.inputs
+        transient = max(m.traced_peak - m.weights - m.inputs, 0)
+        per_seq = cache // max(sc.batch, 1)
+        room = usable - m.weights - transient
+        if per_seq and room > 0:
+            m.changes.append({"change": f"serve at most {room // per_seq} sequences of {sc.past + sc.seq} tokens "
+                                        f"(KV cache {per_seq / GiB:.2f} GiB each)",
+                              "peak_bytes": m.weights + transient + (room // per_seq) * per_seq, "extra_time_s": 0.0,
+                              "note": "an 8-bit KV cache halves the cache of a 16-bit model"})
+        for t in (2, 4, 8):
+            if m.peak // t <= usable:
+                m.changes.append({"change": f"tensor parallel degree {t}", "peak_bytes": m.peak // t, "extra_time_s": 0.0,
+                                  "note": "weights and cache split t ways"})
+                break
