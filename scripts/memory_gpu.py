@@ -3,7 +3,7 @@
 
 Runs on a CUDA machine with torch and transformers only (no npuport): builds the config's model in bf16 with random
 weights on the GPU (SDPA attention), then with torch.cuda.max_memory_allocated / memory_allocated:
-  weights; a training step (forward, backward, AdamW foreach step, zero_grad) twice: step 0 and step 1 peaks and
+  weights; a training step (forward with use_cache=False, backward, AdamW foreach step, zero_grad) twice: step 0 and step 1 peaks and
   what is held after the step; a prefill of P tokens (no grad) and its KV cache; one decode token after it.
 Usage: python scripts/memory_gpu.py CONFIG.json --train B,S --prefill P [--out FILE.json]
 """
@@ -35,7 +35,7 @@ def measure(config_path: str, train: tuple[int, int], prefill: int) -> dict:
     ids = torch.randint(0, vocab, (b, s), device="cuda")
     for step in (0, 1):
         torch.cuda.reset_peak_memory_stats()
-        res = model(input_ids=ids, labels=ids)
+        res = model(input_ids=ids, labels=ids, use_cache=False)  # as npuport traces a training step
         res.loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
