@@ -8,6 +8,7 @@ Only npuport.cli imports this module; nothing below it in the layers does.
     coverage_show / coverage_diff / coverage_list
     parity_run / parity_compare(ref, dev, ModelSpec | None, ParityOptions) -> ParityResult; parity_record -> its directory
     bench(BenchSource, BenchRun)              -> (BenchReport, its JSON form)
+    profile_import(trace path)                -> the profile artifact (npuport.profile/1); audit joins it with --profile
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from npuport.parity.json_form import to_json as parity_to_json
 from npuport.parity.run import ParityResult, is_artifact_path, record, run_parity
 from npuport.parity.session import RunOptions, Target
 from npuport.parity.tolerances import load_tolerances
+from npuport.profile.artifact import import_trace, load_artifact
+from npuport.profile.join import join as join_profile
 from npuport.rules import fail_on
 from npuport.rules import suppress as _suppress
 from npuport.scan.migrate import Program, migrate_program
@@ -70,6 +73,8 @@ class AuditOptions:
     reproducibility: bool = False
     optimizer: str | None = None  # the training step's optimizer, for its memory (default: mappings/memory.yaml)
     master_weights: bool = False  # mixed precision: a float32 copy of the weights and float32 optimizer states
+    profile: str | None = None  # a profile artifact (npuport profile import) to join to the estimate
+    profile_scenario: str | None = None  # the scenario it measured (default: prefill, else the first audited)
 
 
 def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
@@ -81,6 +86,7 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
     if opts.torch_npu is not None and opts.torch_npu not in coverage.available_versions():
         raise NpuportError(f"no coverage data for torch_npu {opts.torch_npu}", "one of " + ", ".join(coverage.available_versions()), opts.torch_npu)
     parsed = parse_scenarios(list(opts.scenarios))
+    measured = load_artifact(opts.profile) if opts.profile else None  # a bad artifact fails before the model loads
     target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, part=spec.part)
     if opts.suppress:
         _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
@@ -88,7 +94,17 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
                        route_preset=opts.route_preset, route_weights=opts.route_weights,
                        reproducibility=opts.reproducibility, suppress=list(opts.suppress), optimizer=opts.optimizer,
                        master_weights=opts.master_weights)
-    return report, audit_to_json(report)
+    data = audit_to_json(report)
+    if measured is not None:
+        names = [s["name"] for s in data["scenarios"]]
+        scenario = opts.profile_scenario or ("prefill" if "prefill" in names or not names else names[0])
+        data["profile"] = [join_profile(data, measured, scenario)]
+    return report, data
+
+
+def profile_import(path: str) -> dict[str, Any]:
+    """A torch.profiler / Kineto Chrome trace (.json or .json.gz) -> the profile artifact (schema npuport.profile/1)."""
+    return import_trace(path)
 
 
 def audit_model(model: str | None = None, hf_config: str | None = None, entry: str | None = None,

@@ -53,6 +53,9 @@ FORMATS = ("text", "json", "markdown", "csv", "html")
 @click.option("--optimizer", type=click.Choice(optimizer_names()), default=default_optimizer(), show_default=True,
               help="Optimizer of the training step, for its memory (mappings/memory.yaml).")
 @click.option("--master-weights", is_flag=True, help="Mixed precision: count a float32 copy of the weights and float32 optimizer states.")
+@click.option("--profile", "profile", metavar="ART.json", type=click.Path(dir_okay=False),
+              help="Join a measured profile (from `npuport profile import`) to the estimate: measured time and share per op.")
+@click.option("--profile-scenario", metavar="NAME", help="The scenario the profile measured (default: prefill, else the first audited).")
 @quiet_debug
 @handle_errors
 def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], chip: str, from_chip: str,

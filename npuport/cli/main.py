@@ -17,6 +17,7 @@ COMMANDS = {
     "parity": ("npuport.cli.parity:parity", "Numerical parity of the same model on two devices, first divergence located."),
     "bench": ("npuport.cli.bench:bench", "The hot ops benchmarked with their recorded shapes on this device."),
     "coverage": ("npuport.cli.coverage:coverage", "What a torch_npu release implements, per aten overload."),
+    "profile": ("npuport.cli.profile:profile", "Measured profiles: import a torch.profiler trace, join it to the audit."),
     "kernels": ("npuport.cli.kernels:kernels", "npuport's Ascend C kernels: list, build (needs CANN), test, perf."),
 }
 

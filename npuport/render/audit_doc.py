@@ -525,6 +525,41 @@ def memory_section(data: dict[str, Any]) -> Section | None:
     return sec
 
 
+def _ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def profile_section(data: dict[str, Any]) -> Section | None:
+    """Measured against estimated: one table per joined scenario (npuport.profile.join)."""
+    joins = data.get("profile") or []
+    if not joins:
+        return None
+    sec = Section("profile", "Measured against estimated")
+    for j in joins:
+        sc = j["scenario"]
+        sec.lines.append(f"{sc}: measured {fmt_time(j['measured_s'])} on {j['device']} ({j['device_time']}, {j['source']}) "
+                         f"against {fmt_time(j['estimated_s'])} estimated on {data['chip']} ({_ratio(j['ratio'])}); "
+                         f"time-share distance {j['distance']:.3f} (half L1)")
+        for st in j.get("steps", []):
+            sec.lines.append(f"{st['name']}: wall {fmt_time(st['wall_s'])}, busy {fmt_time(st['kernel_s'])}, "
+                             f"idle {fmt_time(st['idle_s'])}")
+        rows = [[r["op"], fmt_time(r["estimated_s"]), fmt_time(r["measured_s"]), _ratio(r["ratio"]),
+                 fmt_share(r["estimated_share"]), fmt_share(r["measured_share"])] for r in j["ops"]]
+        sec.tables.append(Table(f"profile_{sc}", f"Per op ({sc})",
+                                [Column("op", kind="code"), Column("estimated", "right"), Column("measured", "right"),
+                                 Column("ratio", "right"), Column("est share", "right", priority=1),
+                                 Column("measured share", "right", priority=1)], rows))
+        sec.tables.append(Table(f"profile_classes_{sc}", f"Per op class ({sc})",
+                                [Column("class"), Column("estimated", "right"), Column("measured", "right"),
+                                 Column("ratio", "right")],
+                                [[c["class"], fmt_time(c["estimated_s"]), fmt_time(c["measured_s"]), _ratio(c["ratio"])]
+                                 for c in j["classes"]]))
+        only = ", ".join(f"{r['op']} ({fmt_share(r['measured_share'])})" for r in j["only_in_profile"]) or "none"
+        sec.after.append(f"{sc}: only in the profile: {only}")
+        sec.after.append(f"{sc}: only in the audit: {', '.join(j['only_in_audit']) or 'none'}")
+    return sec
+
+
 def notes_section(data: dict[str, Any]) -> Section:
     sec = Section("notes", "Notes and assumptions")
     sec.lines += [f"note: {n}" for n in data["notes"]] + [f"assumption: {a}" for a in data["assumptions"]]
@@ -534,7 +569,7 @@ def notes_section(data: dict[str, Any]) -> Section:
 def build(data: dict[str, Any], top: int = 30, show_views: bool = False) -> list[Section]:
     """The whole document: the answer first, then what to act on, then the inventory and the detail."""
     parts: list[Section | None] = [
-        summary(data), scenarios_section(data), memory_section(data), coverage_section(data), findings_section(data),
+        summary(data), scenarios_section(data), profile_section(data), memory_section(data), coverage_section(data), findings_section(data),
         scan_section(data),
         fusions_section(data), inventory_section(data, top, show_views), modules_section(data), chips_section(data),
         routes_section(data), notes_section(data),

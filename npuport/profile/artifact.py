@@ -1,0 +1,76 @@
+"""The compact profile artifact (schema npuport.profile/1), a plain JSON dict built from a Kineto trace:
+
+    {"schema": "npuport.profile/1", "source": "trace.json.gz", "device": "cuda" | "cpu",
+     "device_time": "kernels" | "cpu self time",   # what device_s measures
+     "steps": [{"name": "ProfilerStep#1", "wall_s", "kernel_s", "idle_s"}],
+     "ops": [{"op": "aten::mm", "calls", "host_s", "device_s", "share", "parents": {"aten::matmul": s}}],
+     "totals": {"ops", "calls", "cpu_ops", "kernels", "host_s", "device_s", "wall_s", "kernel_s", "idle_s"}}
+
+`host_s` is self CPU time, `device_s` the kernels attributed to the op (self CPU time on a CPU run), `share` its
+part of all device time, `parents` its device time split by the immediate parent op ("" at the top level), which
+lets the join roll ops the audit does not list into the ones it does. JSON only: nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from npuport.errors import NpuportError
+from npuport.profile.kineto import Trace, read_trace
+
+SCHEMA = "npuport.profile/1"
+_US = 1e-6
+
+
+def to_artifact(trace: Trace) -> dict[str, Any]:
+    total_dev = sum(s.device_us for s in trace.ops.values())
+    rows: list[dict[str, Any]] = [{"op": name, "calls": s.calls, "host_s": s.host_us * _US, "device_s": s.device_us * _US,
+             "share": s.device_us / total_dev if total_dev else 0.0,
+             "parents": {p: t * _US for p, t in sorted(s.parents.items()) if t}}
+            for name, s in trace.ops.items()]
+    rows.sort(key=lambda r: (-r["device_s"], r["op"]))
+    steps = [{"name": s["name"], "wall_s": s["wall_us"] * _US, "kernel_s": s["kernel_us"] * _US,
+              "idle_s": s["idle_us"] * _US} for s in trace.steps]
+    return {
+        "schema": SCHEMA,
+        "source": Path(trace.source).name,
+        "device": trace.device,
+        "device_time": "kernels" if trace.device != "cpu" else "cpu self time (no kernels in the trace)",
+        "steps": steps,
+        "ops": rows,
+        "totals": {"ops": len(rows), "calls": sum(r["calls"] for r in rows), "cpu_ops": trace.cpu_ops,
+                   "kernels": trace.kernels, "host_s": sum(r["host_s"] for r in rows), "device_s": total_dev * _US,
+                   "wall_s": sum(s["wall_s"] for s in steps), "kernel_s": sum(s["kernel_s"] for s in steps),
+                   "idle_s": sum(s["idle_s"] for s in steps)},
+    }
+
+
+def import_trace(path: str | Path) -> dict[str, Any]:
+    """A torch.profiler / Kineto trace (.json or .json.gz) -> the artifact dict."""
+    return to_artifact(read_trace(path))
+
+
+def write_artifact(artifact: dict[str, Any], path: str | Path) -> None:
+    Path(path).write_text(json.dumps(artifact, indent=1) + "\n", encoding="utf-8")
+
+
+def load_artifact(path: str | Path) -> dict[str, Any]:
+    """Read an artifact back, checking its schema; anything else is one NpuportError line."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NpuportError(f"cannot read profile artifact {p}", "a file written by `npuport profile import`",
+                           f"{type(exc).__name__}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise NpuportError(f"{p}: not a profile artifact", f"JSON of schema {SCHEMA}", f"{exc.msg} at char {exc.pos}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise NpuportError(f"{p}: not a profile artifact", f"schema {SCHEMA} (from `npuport profile import`)", str(got))
+    ops = data.get("ops")
+    if not isinstance(ops, list) or not all(isinstance(r, dict) and isinstance(r.get("op"), str)
+                                            and isinstance(r.get("device_s"), (int, float)) for r in ops):
+        raise NpuportError(f"{p}: malformed profile artifact", "an ops list of {op, calls, host_s, device_s, share}", "ops")
+    return data

@@ -1,0 +1,122 @@
+"""Join a measured profile (artifact dict, npuport.profile/1) to an audit's estimate (npuport.audit/1 dict) for one
+scenario: per op estimated time and share against measured device time and share, their ratio, the ops only one
+side has, per op class the summed estimate against the measurement, and the half-L1 distance between the two share
+distributions. Names are matched without their overload (`aten::add.Tensor` ~ `aten::add`); a measured op the audit
+does not list has its time rolled up, through the profile's `parents`, into the nearest enclosing op it does list
+(`_scaled_dot_product_flash_attention_for_cpu` into `scaled_dot_product_attention`); what reaches the top level
+unmatched stays "only in the profile".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from npuport.errors import NpuportError
+
+MATMUL = {"mm", "addmm", "bmm", "baddbmm", "_grouped_mm", "linear", "matmul"}
+COPY = {"_to_copy", "copy_", "clone", "contiguous", "cat", "to"}
+_DEPTH = 16
+
+
+def base(op: str) -> str:
+    """'aten::add.Tensor' -> 'aten::add'."""
+    ns, sep, rest = op.partition("::")
+    return ns + sep + rest.split(".")[0] if sep else op.split(".")[0]
+
+
+def op_class(op: str, kind: str = "compute") -> str:
+    short = base(op).partition("::")[2] or op
+    if kind == "view":
+        return "view"
+    if short in MATMUL:
+        return "matmul"
+    if short.startswith(("scaled_dot_product", "_flash", "_efficient", "_scaled_dot_product")):
+        return "attention"
+    if short in COPY:
+        return "copy/cast"
+    return "elementwise/reduction"
+
+
+def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float], dict[str, int], dict[str, float]]:
+    """Measured device time per audit op name (base names), measured calls, and the time of unmatched ops."""
+    rows = {base(r["op"]): r for r in profile["ops"]}
+    parents: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for r in profile["ops"]:
+        for p, t in (r.get("parents") or {"": r["device_s"]}).items():
+            parents[base(r["op"])][base(p) if p else ""] += t
+    measured: dict[str, float] = defaultdict(float)
+    only: dict[str, float] = defaultdict(float)
+    calls = {b: int(r.get("calls", 0)) for b, r in rows.items()}
+
+    def place(op: str, t: float, origin: str, depth: int) -> None:
+        if op in audited:
+            measured[op] += t
+            return
+        if op == "" or depth > _DEPTH or op not in parents:
+            only[origin] += t
+            return
+        split = parents[op]
+        total = sum(split.values())
+        for p, pt in split.items():
+            place(p, t * pt / total if total else 0.0, origin, depth + 1)
+
+    for b, split in parents.items():
+        for p, t in split.items():
+            if b in audited:
+                measured[b] += t
+            elif t:
+                place(p, t, b, 0)
+    return measured, calls, only
+
+
+def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> dict[str, Any]:
+    names = [s["name"] for s in audit_json.get("scenarios", [])]
+    if scenario not in names:
+        raise NpuportError(f"the audit has no scenario {scenario!r} to join the profile to", "one of " + ", ".join(names), scenario)
+    est: dict[str, float] = defaultdict(float)
+    kinds: dict[str, str] = {}
+    for op in audit_json.get("ops", []):
+        sc = (op.get("scenarios") or {}).get(scenario)
+        if sc is None:
+            continue
+        b = base(op["op"])
+        est[b] += float(sc.get("estimated_time_s") or 0.0)
+        kinds.setdefault(b, op.get("kind", "compute"))
+    measured, calls, only = _rolled(profile, set(est))
+    est_total = sum(est.values())
+    meas_total = sum(measured.values()) + sum(only.values())
+    rows: list[dict[str, Any]] = []
+    for b in sorted(set(est) | set(measured), key=lambda k: -(measured.get(k, 0.0) + est.get(k, 0.0))):
+        e, m = est.get(b, 0.0), measured.get(b, 0.0)
+        rows.append({"op": b, "class": op_class(b, kinds.get(b, "compute")), "estimated_s": e, "measured_s": m,
+                     "ratio": m / e if e else None, "estimated_share": e / est_total if est_total else 0.0,
+                     "measured_share": m / meas_total if meas_total else 0.0, "measured_calls": calls.get(b, 0)})
+    only_rows: list[dict[str, Any]] = [{"op": k, "class": op_class(k), "measured_s": t, "measured_share": t / meas_total if meas_total else 0.0}
+                 for k, t in sorted(only.items(), key=lambda kv: -kv[1]) if t > 0]
+    classes: dict[str, dict[str, float]] = defaultdict(lambda: {"estimated_s": 0.0, "measured_s": 0.0})
+    for r in rows:
+        classes[r["class"]]["estimated_s"] += r["estimated_s"]
+        classes[r["class"]]["measured_s"] += r["measured_s"]
+    for r in only_rows:
+        classes[r["class"]]["measured_s"] += r["measured_s"]
+    class_rows = [{"class": c, **v, "ratio": v["measured_s"] / v["estimated_s"] if v["estimated_s"] else None}
+                  for c, v in sorted(classes.items(), key=lambda kv: -kv[1]["measured_s"])]
+    est_shares = {r["op"]: r["estimated_share"] for r in rows}
+    meas_shares = {r["op"]: r["measured_share"] for r in rows} | {"only:" + r["op"]: r["measured_share"] for r in only_rows}
+    distance = 0.5 * sum(abs(est_shares.get(k, 0.0) - meas_shares.get(k, 0.0)) for k in set(est_shares) | set(meas_shares))
+    return {
+        "scenario": scenario,
+        "source": profile.get("source"),
+        "device": profile.get("device"),
+        "device_time": profile.get("device_time"),
+        "estimated_s": est_total,
+        "measured_s": meas_total,
+        "ratio": meas_total / est_total if est_total else None,
+        "distance": distance,
+        "ops": rows,
+        "only_in_profile": only_rows,
+        "only_in_audit": [r["op"] for r in rows if r["measured_s"] == 0.0 and r["measured_calls"] == 0 and r["estimated_s"] > 0],
+        "classes": class_rows,
+        "steps": profile.get("steps", []),
+    }
