@@ -9,6 +9,7 @@ Only npuport.cli imports this module; nothing below it in the layers does.
     parity_run / parity_compare(ref, dev, ModelSpec | None, ParityOptions) -> ParityResult; parity_record -> its directory
     bench(BenchSource, BenchRun)              -> (BenchReport, its JSON form)
     profile_import(trace path)                -> the profile artifact (npuport.profile/1); audit joins it with --profile
+    profile_record(ModelSpec, RecordOptions)  -> one Recorded (artifact + raw trace) per scenario, run for real
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from npuport.parity.session import RunOptions, Target
 from npuport.parity.tolerances import load_tolerances
 from npuport.profile.artifact import import_trace, load_artifact
 from npuport.profile.join import join as join_profile
+from npuport.profile.record import Recorded, record_scenario, resolve_device
 from npuport.rules import fail_on
 from npuport.rules import suppress as _suppress
 from npuport.scan.migrate import Program, migrate_program
@@ -73,8 +75,9 @@ class AuditOptions:
     reproducibility: bool = False
     optimizer: str | None = None  # the training step's optimizer, for its memory (default: mappings/memory.yaml)
     master_weights: bool = False  # mixed precision: a float32 copy of the weights and float32 optimizer states
-    profile: str | None = None  # a profile artifact (npuport profile import) to join to the estimate
-    profile_scenario: str | None = None  # the scenario it measured (default: prefill, else the first audited)
+    profiles: tuple[str, ...] = ()  # profile artifacts (npuport profile import / record) to join to the estimate
+    profile_scenario: str | None = None  # the scenario they measured (default: the one an artifact records, else
+    # prefill, else the first audited)
 
 
 def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
@@ -86,7 +89,7 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
     if opts.torch_npu is not None and opts.torch_npu not in coverage.available_versions():
         raise NpuportError(f"no coverage data for torch_npu {opts.torch_npu}", "one of " + ", ".join(coverage.available_versions()), opts.torch_npu)
     parsed = parse_scenarios(list(opts.scenarios))
-    measured = load_artifact(opts.profile) if opts.profile else None  # a bad artifact fails before the model loads
+    measured = [load_artifact(p) for p in opts.profiles]  # a bad artifact fails before the model loads
     target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, part=spec.part)
     if opts.suppress:
         _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
@@ -95,11 +98,38 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
                        reproducibility=opts.reproducibility, suppress=list(opts.suppress), optimizer=opts.optimizer,
                        master_weights=opts.master_weights)
     data = audit_to_json(report)
-    if measured is not None:
+    if measured:
         names = [s["name"] for s in data["scenarios"]]
-        scenario = opts.profile_scenario or ("prefill" if "prefill" in names or not names else names[0])
-        data["profile"] = [join_profile(data, measured, scenario)]
+        joins = []
+        for art in measured:
+            recorded = (art.get("scenario") or {}).get("name")
+            scenario = opts.profile_scenario or (recorded if recorded in names else
+                                                 "prefill" if "prefill" in names or not names else names[0])
+            joins.append(join_profile(data, art, scenario))
+        data["profile"] = joins
     return report, data
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    scenarios: tuple[str, ...] = ("prefill",)
+    dev: str = "cpu"  # cpu | cuda[:i] | npu[:i]
+    out_dir: str = "profile"
+    warmup: int = 2
+    steps: int = 3
+
+
+def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = None) -> list[Recorded]:
+    """Run each scenario for real under torch.profiler on `opts.dev`; per scenario the raw trace is written to
+    OUT_DIR/NAME.trace.json.gz and the artifact returned (the CLI writes it beside)."""
+    parsed = parse_scenarios(list(opts.scenarios))
+    dev = resolve_device(opts.dev)
+    if opts.warmup < 0 or opts.steps < 1:
+        raise NpuportError("bad step counts", "--warmup >= 0 and --steps >= 1", f"warmup {opts.warmup}, steps {opts.steps}")
+    target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, fake=False, part=spec.part,
+                         device=dev)
+    out = Path(opts.out_dir)
+    return [record_scenario(target, sc, dev, out, opts.warmup, opts.steps, progress) for sc in parsed]
 
 
 def profile_import(path: str) -> dict[str, Any]:

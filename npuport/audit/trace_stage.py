@@ -17,7 +17,7 @@ from npuport.errors import NpuportError, describe_exception
 from npuport.model.hf.build import quiet_transformers as _quiet_libraries
 from npuport.model.hf.fallbacks import kernel_fallbacks, notes_for
 from npuport.model.hf.inputs import real_path
-from npuport.model.loading import Inputs, LoadedModel
+from npuport.model.loading import Inputs, LoadedModel, loss_of
 from npuport.model.scenarios import Scenario, fit_to_context
 from npuport.trace.memory import MemoryTracker
 from npuport.trace.recorder import Recorder
@@ -25,23 +25,6 @@ from npuport.trace.records import Trace
 from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet
 
 Progress = Callable[[str], None]
-
-
-def _loss_of(model: LoadedModel, out: Any, inputs: Inputs) -> torch.Tensor:
-    if model.loss is not None:
-        return model.loss(out, inputs)
-    loss = getattr(out, "loss", None)
-    if loss is None and isinstance(out, dict):
-        loss = out.get("loss")
-    if loss is None and isinstance(out, torch.Tensor) and out.numel() == 1:
-        loss = out
-    if not isinstance(loss, torch.Tensor):
-        raise NpuportError(
-            "the training scenario needs a loss",
-            "an output with .loss, a scalar output, or loss_fn(output, inputs) in model.py",
-            type(out).__name__,
-        )
-    return loss
 
 
 def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None = None) -> tuple[Trace | None, Scenario]:
@@ -91,7 +74,7 @@ def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: 
             with grad:
                 out = module(*args, **kwargs)
                 if sc.kind == "train":
-                    loss = _loss_of(model, out, inputs)
+                    loss = loss_of(model, out, inputs)
                     mem.forward_done()
                     rec.backward(loss)
                     del loss

@@ -53,9 +53,11 @@ FORMATS = ("text", "json", "markdown", "csv", "html")
 @click.option("--optimizer", type=click.Choice(optimizer_names()), default=default_optimizer(), show_default=True,
               help="Optimizer of the training step, for its memory (mappings/memory.yaml).")
 @click.option("--master-weights", is_flag=True, help="Mixed precision: count a float32 copy of the weights and float32 optimizer states.")
-@click.option("--profile", "profile", metavar="ART.json", type=click.Path(dir_okay=False),
-              help="Join a measured profile (from `npuport profile import`) to the estimate: measured time and share per op.")
-@click.option("--profile-scenario", metavar="NAME", help="The scenario the profile measured (default: prefill, else the first audited).")
+@click.option("--profile", "profiles", metavar="ART.json", type=click.Path(dir_okay=False), multiple=True,
+              help="Join a measured profile (from `npuport profile record` or `import`) to the estimate: measured time "
+                   "and share per op and module. Repeatable (one per scenario).")
+@click.option("--profile-scenario", metavar="NAME", help="The scenario the profiles measured (default: the one a recorded "
+                                                          "profile names, else prefill, else the first audited).")
 @quiet_debug
 @handle_errors
 def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], chip: str, from_chip: str,

@@ -30,10 +30,10 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
           from_chip: str, torch_npu: str | None, dtype: str | None, attn: str, hf_part: str, fmt: str | None,
           output: str | None, json_out: str | None, force: bool, top: int, wide: bool, show_views: bool, preset: str,
           weights: str | None, static_only: bool, suppressions: tuple[str, ...], fail_on_level: str | None,
-          reproducibility: bool, optimizer: str, master_weights: bool, profile: str | None, profile_scenario: str | None,
+          reproducibility: bool, optimizer: str, master_weights: bool, profiles: tuple[str, ...], profile_scenario: str | None,
           quiet: bool, debug: bool) -> None:
     fmt = pick_format(fmt, output, FORMATS)
-    inputs = [Path(p) for p in (model.split(":")[0] if model else None, hf_config, profile) if p]
+    inputs = [Path(p) for p in (model.split(":")[0] if model else None, hf_config, *profiles) if p]
     if static_only:
         assert model is not None  # checked in npuport.cli.audit
         _static(model, fmt, output, json_out, force, suppressions, fail_on_level, inputs, quiet, wide)
@@ -44,7 +44,7 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
                                  AuditOptions(scenarios=scenarios, chip=chip, baseline_chip=from_chip, torch_npu=torch_npu,
                                               route_preset=preset, route_weights=weights, suppress=suppressions,
                                               reproducibility=reproducibility, optimizer=optimizer,
-                                              master_weights=master_weights, profile=profile,
+                                              master_weights=master_weights, profiles=tuple(profiles),
                                               profile_scenario=profile_scenario),
                                  progress=progress_printer(not quiet))
     text = _render(data, fmt, top, show_views, wide, output)

@@ -6,22 +6,61 @@ from __future__ import annotations
 
 from typing import Any
 
+from pathlib import Path
+
 import click
 
 from npuport.cli.common import check_new, handle_errors
 from npuport.cli.lazy import Command, Group
-from npuport.cli.options import quiet_debug
+from npuport.cli.options import quiet_debug, scenario_option
 
 
 @click.group("profile", cls=Group)
 def profile() -> None:
-    """Measured profiles next to the estimate: import a trace, then `npuport audit ... --profile ART.json`.
+    """Measured profiles next to the estimate: record a run (or import a trace you have), join it to the audit with
+    `npuport audit ... --profile ART.json`, compare a baseline with a new run.
 
     \b
     Examples:
+      npuport profile record --hf examples/configs/tinyllama-1.1b.json --dev cuda --scenario decode:past=2048 --out-dir prof
       npuport profile import trace.json.gz -o gpt.profile.json
       npuport audit examples/gpt/model.py --scenario prefill:batch=1,seq=64 --profile gpt.profile.json
+      npuport profile compare cuda.profile.json npu.profile.json
     """
+
+
+@profile.command("record", cls=Command, impl="npuport.cli.profile_impl:record")
+@click.argument("model", required=False)
+@click.option("--hf", "hf_config", metavar="CONFIG.json", help="A Hugging Face architecture from its config.json (random weights, built on the device).")
+@click.option("--entry", metavar="FUNCTION", help="Builder function in MODEL instead of build_model.")
+@scenario_option("prefill", multiple=True)
+@click.option("--dev", default="cpu", show_default=True, metavar="cpu|cuda[:i]|npu[:i]|auto", help="Where the model runs.")
+@click.option("--dtype", help="Model dtype (float32, float16, bfloat16). Default: the config's, else float32.")
+@click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto, sdpa, eager.")
+@click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Steps run before the profiled ones.")
+@click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Profiled steps per scenario.")
+@click.option("--out-dir", required=True, metavar="DIR", help="Write NAME.trace.json.gz (raw) and NAME.profile.json (artifact) per scenario here.")
+@click.option("--force", is_flag=True, help="Allow replacing files already in --out-dir.")
+@quiet_debug
+@handle_errors
+def record(model: str | None, hf_config: str | None, out_dir: str, force: bool, scenarios: tuple[str, ...], **_: Any) -> None:
+    """Run MODEL (or --hf CONFIG.json) for real on --dev under torch.profiler: per scenario warm-up steps, then
+    profiled steps; every kernel mapped to the aten op and the module that launched it; per step the wall, host,
+    kernel and idle time. Train is forward + backward (as the audit counts it), decode one token against a cache of
+    `past` tokens.
+
+    \b
+    Examples:
+      npuport profile record examples/gpt/model.py --scenario prefill:batch=1,seq=64 --out-dir prof
+      npuport profile record --hf examples/configs/llama-2-7b.json --dtype bfloat16 --dev cuda \\
+          --scenario train:batch=1,seq=2048 --scenario decode:batch=1,past=2048 --out-dir llama7b
+      npuport audit --hf examples/configs/llama-2-7b.json --chip H200 --scenario decode:batch=1,past=2048 \\
+          --profile llama7b/decode.profile.json
+    """
+    if not model and not hf_config:
+        raise click.UsageError("give MODEL or --hf CONFIG.json")
+    names = [s.split(":", 1)[0] for s in (scenarios or ("prefill",))]
+    check_new([str(Path(out_dir) / f"{n}.{ext}") for n in names for ext in ("profile.json", "trace.json.gz")], force)
 
 
 @profile.command("import", cls=Command, impl="npuport.cli.profile_impl:import_trace")

@@ -126,11 +126,34 @@ def _normalize_inputs(value: Any, what: str) -> Inputs | None:
     raise NpuportError(f"{what} returned an unusable value", "a dict of keyword arguments, a tuple of positional arguments, (args, kwargs) or None", type(value).__name__)
 
 
-def _mode(fake: bool) -> Any:
-    return new_fake_mode() if fake else contextlib.nullcontext()
+def _mode(fake: bool, device: str | None = None) -> Any:
+    """Fake tensors for the audit; for real runs the device the model is built on (`torch.device` as a context sets
+    the default device: weights and inputs are made there, a 7B model never passes through host memory)."""
+    if fake:
+        return new_fake_mode()
+    return torch.device(device) if device and device != "cpu" else contextlib.nullcontext()
 
 
-def load_model_file(path: str | Path, entry: str | None = None, fake: bool = True, dtype: str | None = None) -> LoadedModel:
+def loss_of(model: LoadedModel, out: Any, inputs: Inputs) -> torch.Tensor:
+    """The training loss of one forward: the model file's loss_fn, else the output's `.loss` or a scalar output."""
+    if model.loss is not None:
+        return model.loss(out, inputs)
+    loss = getattr(out, "loss", None)
+    if loss is None and isinstance(out, dict):
+        loss = out.get("loss")
+    if loss is None and isinstance(out, torch.Tensor) and out.numel() == 1:
+        loss = out
+    if not isinstance(loss, torch.Tensor):
+        raise NpuportError(
+            "the training scenario needs a loss",
+            "an output with .loss, a scalar output, or loss_fn(output, inputs) in model.py",
+            type(out).__name__,
+        )
+    return loss
+
+
+def load_model_file(path: str | Path, entry: str | None = None, fake: bool = True, dtype: str | None = None,
+                    device: str | None = None) -> LoadedModel:
     """model.py by convention, or `file.py:function` / `entry` naming the builder function."""
     text = str(path)
     if entry is None and ":" in text and not Path(text).exists():
@@ -148,7 +171,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         )
     inputs_fn = getattr(mod, "example_inputs", None)
     loss_fn = getattr(mod, "loss_fn", None)
-    mode = _mode(fake)
+    mode = _mode(fake, device)
     want = parse_dtype(dtype) if dtype else None
     with mode, _default_dtype(want), (tolerant_swap() if fake else contextlib.nullcontext()):
         model = _call_user(builder, f"{builder_name}()")
@@ -224,7 +247,7 @@ def parse_dtype(name: str) -> torch.dtype:
 
 
 def load_hf_config(path: str | Path, dtype: str | None = None, attn: str | None = None, fake: bool = True,
-                   part: str = "text") -> LoadedModel:
+                   part: str = "text", device: str | None = None) -> LoadedModel:
     """Build a transformers model from a config.json alone: no weights, no download, fake tensors."""
     file = Path(path)
     if not file.is_file():
@@ -242,7 +265,7 @@ def load_hf_config(path: str | Path, dtype: str | None = None, attn: str | None 
 
     if dtype is not None:
         parse_dtype(dtype)
-    mode = _mode(fake)
+    mode = _mode(fake, device)
     built = build(raw, dtype, attn, mode, part=part, name=file.name)
     model = built.module
     return LoadedModel(
@@ -263,10 +286,12 @@ def load_hf_config(path: str | Path, dtype: str | None = None, attn: str | None 
 
 
 def load_target(model: str | None = None, hf_config: str | None = None, entry: str | None = None,
-                dtype: str | None = None, attn: str | None = None, fake: bool = True, part: str = "text") -> LoadedModel:
-    """The model the user named, built on fake tensors (audit) or real ones (`fake=False`: parity, bench)."""
+                dtype: str | None = None, attn: str | None = None, fake: bool = True, part: str = "text",
+                device: str | None = None) -> LoadedModel:
+    """The model the user named, built on fake tensors (audit) or real ones (`fake=False`: parity, bench, profile
+    record; `device` builds them there)."""
     if hf_config:
-        return load_hf_config(hf_config, dtype=dtype, attn=attn, fake=fake, part=part)
+        return load_hf_config(hf_config, dtype=dtype, attn=attn, fake=fake, part=part, device=device)
     if model:
-        return load_model_file(model, entry=entry, fake=fake, dtype=dtype)
+        return load_model_file(model, entry=entry, fake=fake, dtype=dtype, device=device)
     raise NpuportError("no model given", "a model.py or --hf CONFIG.json", "nothing")

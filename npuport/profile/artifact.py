@@ -17,22 +17,43 @@ import json
 from pathlib import Path
 from typing import Any
 
+from npuport.cost.inventory import module_pattern
 from npuport.errors import NpuportError
-from npuport.profile.kineto import Trace, read_trace
+from npuport.profile.kineto import OpStats, Trace, read_trace
 
 SCHEMA = "npuport.profile/1"
 _US = 1e-6
+_KERNELS_PER_OP = 5  # the kernel names kept per op (by time): what ran, for `profile compare`
+
+
+def _kernels(st: OpStats) -> dict[str, float]:
+    top = sorted(st.kernels.items(), key=lambda kv: -kv[1])[:_KERNELS_PER_OP]
+    return {k: t * _US for k, t in top}
+
+
+def _module_rows(trace: Trace) -> list[dict[str, Any]]:
+    """Per (module pattern, op): calls, host and device time; layer indices collapse as in the audit (`layers.*`)."""
+    merged: dict[tuple[str, str], list[float]] = {}
+    for (module, op), st in trace.by_module.items():
+        acc = merged.setdefault((module_pattern(module), op), [0, 0.0, 0.0])
+        acc[0] += st.calls
+        acc[1] += st.host_us
+        acc[2] += st.device_us
+    rows = [{"module": m, "op": op, "calls": int(c), "host_s": h * _US, "device_s": d * _US}
+            for (m, op), (c, h, d) in merged.items()]
+    rows.sort(key=lambda r: (-r["device_s"], r["module"], r["op"]))
+    return rows
 
 
 def to_artifact(trace: Trace) -> dict[str, Any]:
     total_dev = sum(s.device_us for s in trace.ops.values())
     rows: list[dict[str, Any]] = [{"op": name, "calls": s.calls, "host_s": s.host_us * _US, "device_s": s.device_us * _US,
              "share": s.device_us / total_dev if total_dev else 0.0,
-             "parents": {p: t * _US for p, t in sorted(s.parents.items()) if t}}
+             "parents": {p: t * _US for p, t in sorted(s.parents.items()) if t}, "kernels": _kernels(s)}
             for name, s in trace.ops.items()]
     rows.sort(key=lambda r: (-r["device_s"], r["op"]))
     steps = [{"name": s["name"], "wall_s": s["wall_us"] * _US, "kernel_s": s["kernel_us"] * _US,
-              "idle_s": s["idle_us"] * _US} for s in trace.steps]
+              "idle_s": s["idle_us"] * _US, "host_s": s.get("host_us", 0.0) * _US} for s in trace.steps]
     return {
         "schema": SCHEMA,
         "source": Path(trace.source).name,
@@ -40,6 +61,7 @@ def to_artifact(trace: Trace) -> dict[str, Any]:
         "device_time": "kernels" if trace.device != "cpu" else "cpu self time (no kernels in the trace)",
         "steps": steps,
         "ops": rows,
+        "modules": _module_rows(trace),
         "totals": {"ops": len(rows), "calls": sum(r["calls"] for r in rows), "cpu_ops": trace.cpu_ops,
                    "kernels": trace.kernels, "host_s": sum(r["host_s"] for r in rows), "device_s": total_dev * _US,
                    "wall_s": sum(s["wall_s"] for s in steps), "kernel_s": sum(s["kernel_s"] for s in steps),

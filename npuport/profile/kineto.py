@@ -40,6 +40,7 @@ class OpStats:
     host_us: float = 0.0  # self CPU time
     device_us: float = 0.0  # kernels attributed to it (self CPU time on a CPU run)
     parents: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # immediate parent op -> device_us
+    kernels: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # device kernel name -> device_us
 
 
 @dataclass
@@ -52,6 +53,9 @@ class Trace:
     steps: list[dict[str, Any]]
     kernels: int
     cpu_ops: int
+    # (module path or name, op) -> stats, where the trace says which module ran the op (npuport profile record's
+    # annotations, or "nn.Module: X_n" events); empty when it does not
+    by_module: dict[tuple[str, str], OpStats] = field(default_factory=dict)
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -127,11 +131,25 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+MODULE_MARK = "npuport.module:"  # the user_annotation `npuport profile record` wraps each module call in
+
+
+def _innermost(begins: list[float], ends: list[float], ts: float) -> int | None:
+    """Index of the latest-starting interval that encloses ts (properly nested intervals sorted by start)."""
+    k = bisect.bisect_right(begins, ts) - 1
+    while k >= 0:
+        if begins[k] <= ts < ends[k] or begins[k] == ts == ends[k]:
+            return k
+        k -= 1
+    return None
+
+
 def read_trace(path: str | Path) -> Trace:
     """Aggregate a Chrome trace per aten op (see the module doc)."""
-    ops_by_thread: dict[tuple[Any, Any], list[tuple[float, float, str, Any]]] = defaultdict(list)
+    ops_by_thread: dict[tuple[Any, Any], list[tuple[float, float, str, Any, Any]]] = defaultdict(list)
+    marks_by_thread: dict[tuple[Any, Any], list[tuple[float, float, str]]] = defaultdict(list)
     launches: dict[Any, tuple[Any, Any, float]] = {}  # correlation -> (pid, tid, ts)
-    kernels: list[tuple[float, float, Any, Any]] = []  # ts, dur, correlation, External id
+    kernels: list[tuple[float, float, Any, Any, str]] = []  # ts, dur, correlation, External id, name
     steps: list[tuple[str, float, float]] = []
     for e in iter_events(path):
         if e.get("ph") != "X":
@@ -139,62 +157,69 @@ def read_trace(path: str | Path) -> Trace:
         cat, name, args = e.get("cat"), str(e.get("name", "")), e.get("args") or {}
         ts, dur = _num(e, "ts"), _num(e, "dur")
         if cat == "cpu_op":
-            ops_by_thread[(e.get("pid"), e.get("tid"))].append((ts, dur, name, args.get("External id")))
+            ops_by_thread[(e.get("pid"), e.get("tid"))].append((ts, dur, name, args.get("External id"),
+                                                                args.get("Sequence number")))
         elif cat in KERNEL_CATS:
-            kernels.append((ts, dur, args.get("correlation"), args.get("External id")))
+            kernels.append((ts, dur, args.get("correlation"), args.get("External id"), name))
         elif cat in RUNTIME_CATS and args.get("correlation") is not None:
             launches[args["correlation"]] = (e.get("pid"), e.get("tid"), ts)
         elif name.startswith("ProfilerStep#"):
             steps.append((name, ts, dur))
+        elif name.startswith(MODULE_MARK) and str(cat).lower() == "user_annotation":
+            marks_by_thread[(e.get("pid"), e.get("tid"))].append((ts, ts + dur, name[len(MODULE_MARK):]))
 
     ops: dict[str, OpStats] = defaultdict(OpStats)
     by_ext: dict[Any, int] = {}
-    flat: list[tuple[str, str, float]] = []  # per op instance: name, parent name, self time
+    # per op instance: name, parent instance (-1 at the top level), self time, sequence number, module path
+    flat: list[tuple[str, int, float, Any, str]] = []
     starts: dict[tuple[Any, Any], tuple[list[float], list[int]]] = {}  # per thread: sorted starts, instance index
     intervals: dict[int, tuple[float, float]] = {}
     top_level: list[tuple[float, float]] = []
     for thread, events in ops_by_thread.items():
         events.sort(key=lambda x: (x[0], -x[1]))
+        marks = sorted(marks_by_thread.get(thread, []), key=lambda m: (m[0], -m[1]))
+        mark_begins, mark_ends = [m[0] for m in marks], [m[1] for m in marks]
         stack: list[int] = []
         child_us: list[float] = []
         first = len(flat)
-        for ts, dur, name, ext in events:
+        for ts, dur, name, ext, seq in events:
             while stack and ts >= intervals[stack[-1]][1]:
                 stack.pop()
             idx = len(flat)
-            parent = flat[stack[-1]][0] if stack else ""
+            parent = stack[-1] if stack else -1
             if stack:
                 child_us[stack[-1] - first] += dur
             else:
                 top_level.append((ts, ts + dur))
-            flat.append((name, parent, dur))
+            m = _innermost(mark_begins, mark_ends, ts) if marks else None
+            flat.append((name, parent, dur, seq, marks[m][2] if m is not None else ""))
             child_us.append(0.0)
             intervals[idx] = (ts, ts + dur)
             if ext is not None:
                 by_ext[ext] = idx
             stack.append(idx)
         for k in range(first, len(flat)):
-            name, parent, dur = flat[k]
-            flat[k] = (name, parent, max(dur - child_us[k - first], 0.0))
+            name, parent, dur, seq, module = flat[k]
+            flat[k] = (name, parent, max(dur - child_us[k - first], 0.0), seq, module)
         starts[thread] = ([ev[0] for ev in events], list(range(first, len(flat))))
+    modules = _modules(flat)
 
     def innermost(thread: tuple[Any, Any], ts: float) -> int | None:
         if thread not in starts:
             return None
         begins, idxs = starts[thread]
         k = bisect.bisect_right(begins, ts) - 1
-        best = None
         while k >= 0:  # the latest-starting op that still encloses ts is the innermost
             a, b = intervals[idxs[k]]
             if a <= ts < b or (a == ts == b):
-                best = idxs[k]
-                break
+                return idxs[k]
             k -= 1
-        return best
+        return None
 
     device_us: dict[int, float] = defaultdict(float)  # op instance -> kernel time
-    unattributed = 0.0
-    for ts, dur, corr, ext in kernels:
+    kernel_names: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    unattributed: dict[str, float] = defaultdict(float)
+    for ts, dur, corr, ext, kname in kernels:
         who: int | None = None
         if corr is not None and corr in launches:
             pid, tid, lts = launches[corr]
@@ -202,26 +227,58 @@ def read_trace(path: str | Path) -> Trace:
         if who is None and ext is not None:
             who = by_ext.get(ext)
         if who is None:
-            unattributed += dur
+            unattributed[kname] += dur
         else:
             device_us[who] += dur
+            kernel_names[who][kname] += dur
     on_cpu = not kernels
-    for k, (name, parent, self_us) in enumerate(flat):
-        st = ops[name]
-        st.calls += 1
-        st.host_us += self_us
+    by_module: dict[tuple[str, str], OpStats] = defaultdict(OpStats)
+    for k, (name, parent, self_us, _seq, _module) in enumerate(flat):
         dev = self_us if on_cpu else device_us.get(k, 0.0)
-        st.device_us += dev
-        st.parents[parent] += dev
+        for st in (ops[name], by_module[(modules[k], name)]):
+            st.calls += 1
+            st.host_us += self_us
+            st.device_us += dev
+            st.parents[flat[parent][0] if parent >= 0 else ""] += dev
+            for kn, t in kernel_names.get(k, {}).items():
+                st.kernels[kn] += t
     if unattributed:
-        ops[UNATTRIBUTED].device_us += unattributed
-        ops[UNATTRIBUTED].parents[""] += unattributed
+        total = sum(unattributed.values())
+        for st in (ops[UNATTRIBUTED], by_module[("", UNATTRIBUTED)]):
+            st.device_us += total
+            st.parents[""] += total
+            for kn, t in unattributed.items():
+                st.kernels[kn] += t
 
-    busy = top_level if on_cpu else [(ts, ts + dur) for ts, dur, _, _ in kernels]
+    busy = top_level if on_cpu else [(ts, ts + dur) for ts, dur, *_ in kernels]
     step_rows = []
     for name, ts, dur in sorted(steps, key=lambda s: s[1]):
         inside = [(max(a, ts), min(b, ts + dur)) for a, b in busy if b > ts and a < ts + dur]
         work = _union(inside)
-        step_rows.append({"name": name, "wall_us": dur, "kernel_us": work, "idle_us": max(dur - work, 0.0)})
+        host = _union([(max(a, ts), min(b, ts + dur)) for a, b in top_level if b > ts and a < ts + dur])
+        step_rows.append({"name": name, "wall_us": dur, "kernel_us": work, "idle_us": max(dur - work, 0.0),
+                          "host_us": host})
     return Trace(source=str(path), device="cpu" if on_cpu else "cuda", ops=dict(ops), steps=step_rows,
-                 kernels=len(kernels), cpu_ops=len(flat))
+                 kernels=len(kernels), cpu_ops=len(flat),
+                 by_module=dict(by_module) if any(modules) else {})
+
+
+def _modules(flat: list[tuple[str, int, float, Any, str]]) -> list[str]:
+    """The module path of every op instance: the annotation around it in forward; in backward (autograd's own
+    thread, outside any annotation) the module of the forward op whose sequence number the enclosing autograd node
+    (`MmBackward0`, `autograd::engine::evaluate_function: ...`) carries."""
+    forward: dict[Any, str] = {}
+    for name, _parent, _self, seq, module in flat:
+        if seq is not None and module and "Backward" not in name and seq not in forward:
+            forward[seq] = module
+    out: list[str] = []
+    for k, (_name, _parent, _self, _seq, module) in enumerate(flat):
+        j = k
+        while not module and j >= 0:
+            name, parent, _s, seq, _m = flat[j]
+            if seq is not None and "Backward" in name and seq in forward:
+                module = forward[seq]
+                break
+            j = parent
+        out.append(module)
+    return out

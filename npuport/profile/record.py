@@ -1,0 +1,228 @@
+"""`npuport profile record`: run each scenario of a model for real under torch.profiler and keep what it measured.
+
+Per scenario: the model (built on the device, real weights from its initialization) runs `warmup` steps, then
+`steps` profiled steps, each ended by a device synchronize so a step's wall time holds its kernels. Train is
+forward + backward (the audit's train step; the optimizer is not run), prefill a forward under no_grad, decode one
+token against the cache of `past` tokens, cropped back after each step so every step sees the same cache.
+
+Every module call is wrapped in a `record_function("npuport.module:<path>")` annotation (a forward pre-hook opens it,
+the forward hook closes it): the Kineto reader gives every op the module it ran in, and the backward ops the module
+of the forward op whose autograd node ran them (sequence numbers). Python stacks are not recorded: `with_stack`
+slows the host side the measurement is about; source lines come from the audit the profile is joined to.
+
+The raw trace (`SCENARIO.trace.json.gz`) is kept beside the artifact (`SCENARIO.profile.json`). On an NPU the
+Ascend PyTorch profiler (torch_npu.profiler) writes its own output folder, imported the same way; no NPU was
+available where this was written, so that branch has run only against the CPU stand-in's refusal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from npuport.devices.runtime import backend, device_name, kind_of, resolve, synchronize
+from npuport.errors import NpuportError, describe_exception
+from npuport.model.hf.build import quiet_transformers
+from npuport.model.hf.inputs import real_path
+from npuport.model.loading import Inputs, LoadedModel, loss_of
+from npuport.model.scenarios import Scenario
+from npuport.profile.artifact import to_artifact
+from npuport.profile.kineto import MODULE_MARK, read_trace
+from npuport.trace.run import quiet_torch_logs
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    scenario: Scenario
+    artifact: dict[str, Any]
+    trace_path: Path
+
+
+@contextlib.contextmanager
+def module_annotations(model: torch.nn.Module) -> Iterator[None]:
+    """A profiler range named after each module's path around every call of it."""
+    open_ranges: list[Any] = []
+    handles = []
+    for name, mod in model.named_modules():
+        label = MODULE_MARK + (name or "(root)")
+
+        def pre(_m: torch.nn.Module, _a: Any, label: str = label) -> None:
+            rf = torch.autograd.profiler.record_function(label)
+            rf.__enter__()
+            open_ranges.append(rf)
+
+        def post(_m: torch.nn.Module, _a: Any, _o: Any) -> None:
+            if open_ranges:
+                open_ranges.pop().__exit__(None, None, None)
+
+        handles.append(mod.register_forward_pre_hook(pre))
+        handles.append(mod.register_forward_hook(post, always_call=True))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        while open_ranges:  # a step that raised leaves ranges open
+            open_ranges.pop().__exit__(None, None, None)
+
+
+def _crop(inputs: Inputs, past: int) -> None:
+    """Give a grown KV cache back its `past` length, so each decode step runs against the same cache."""
+    for value in inputs[1].values():
+        crop, length = getattr(value, "crop", None), getattr(value, "get_seq_length", None)
+        if callable(crop) and callable(length):
+            grown = int(length()) - past
+            if grown > 0:
+                crop(-grown)  # transformers' caches crop by a negative count (a positive length is refused)
+
+
+def _step(model: LoadedModel, sc: Scenario, inputs: Inputs) -> None:
+    args, kwargs = inputs
+    if sc.kind == "train":
+        out = model.module(*args, **kwargs)
+        loss_of(model, out, inputs).backward()
+        for p in model.module.parameters():
+            p.grad = None
+    else:
+        with torch.no_grad():
+            model.module(*args, **kwargs)
+        if sc.kind == "decode" and sc.past:
+            _crop(inputs, sc.past)
+
+
+def _activities(dev: str) -> list[ProfilerActivity]:
+    kind = kind_of(dev)
+    if kind == "cuda":
+        return [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    return [ProfilerActivity.CPU]
+
+
+def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, warmup: int = 2, steps: int = 3,
+                    progress: Progress | None = None) -> Recorded:
+    """Run `sc` for real on `dev` under torch.profiler; write DIR/NAME.trace.json.gz; return the artifact."""
+    if kind_of(dev) == "npu":
+        raise NpuportError("recording on an NPU is not implemented in this release",
+                           "--dev cuda or cpu here; on the NPU record with torch_npu.profiler and `npuport profile "
+                           "import` its *_ascend_pt folder", dev)
+    try:
+        with model.mode, quiet_transformers(), quiet_torch_logs(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            inputs = model.make_inputs(sc)
+    except NpuportError:
+        raise
+    except Exception as exc:
+        raise NpuportError(f"making the inputs of the {sc.name} scenario failed", "a model that runs on its inputs",
+                           describe_exception(exc)) from None
+    if inputs is None:
+        raise NpuportError(f"the model has no {sc.name} scenario", "a scenario its example_inputs() returns", sc.name)
+    mod = backend(dev)
+    if mod is not None and hasattr(mod, "reset_peak_memory_stats"):
+        mod.reset_peak_memory_stats()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / f"{sc.name}.trace.json.gz"
+    model.module.train(sc.kind == "train")
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "trace.json"
+        try:
+            with _without_profiler_chatter(), model.mode, real_path(), quiet_transformers(), quiet_torch_logs(), \
+                    warnings.catch_warnings(), module_annotations(model.module), \
+                    profile(activities=_activities(dev), record_shapes=True, profile_memory=False,
+                            schedule=schedule(wait=0, warmup=warmup, active=steps),
+                            on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
+                warnings.simplefilter("ignore")
+                for i in range(warmup + steps):
+                    if progress:
+                        progress(f"~{sc.name}: step {i + 1}/{warmup + steps}" + (" (warm-up)" if i < warmup else ""))
+                    _step(model, sc, inputs)
+                    synchronize(dev)
+                    prof.step()
+        except NpuportError:
+            raise
+        except Exception as exc:
+            raise NpuportError(f"the model failed while recording {sc.name} on {dev}", "a model that runs there",
+                               describe_exception(exc)) from None
+        finally:
+            model.module.train(False)
+        with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst)
+    plain = _timed_steps(model, sc, inputs, dev, steps, progress)
+    art = to_artifact(read_trace(final))
+    art["scenario"] = sc.to_json() | {"spec": sc.spec()}
+    art["recorded"] = {"device": dev, "device_name": device_name(dev), "warmup": warmup, "steps": steps,
+                       "torch": torch.__version__, "dtype": model.dtype, "model": model.name}
+    art["unprofiled"] = {"step_s": plain, "median_s": statistics.median(plain),
+                         "what": "wall time per step (synchronized) of the same steps run again without the profiler, "
+                                 "whose own per-op cost inflates the host side of the traced steps"}
+    if mod is not None and hasattr(mod, "max_memory_allocated"):
+        art["memory"] = {"peak_allocated_bytes": int(mod.max_memory_allocated()),
+                         "what": "the caching allocator's peak over the recorded steps (weights included)"}
+    return Recorded(sc, art, final)
+
+
+def _timed_steps(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str, steps: int,
+                 progress: Progress | None) -> list[float]:
+    """Wall seconds of `steps` more steps without the profiler, each ended by a device synchronize."""
+    out = []
+    model.module.train(sc.kind == "train")
+    try:
+        with model.mode, real_path(), quiet_transformers(), quiet_torch_logs(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in range(steps):
+                if progress:
+                    progress(f"~{sc.name}: timing step {i + 1}/{steps} without the profiler")
+                synchronize(dev)
+                t0 = time.perf_counter()
+                _step(model, sc, inputs)
+                synchronize(dev)
+                out.append(time.perf_counter() - t0)
+    finally:
+        model.module.train(False)
+    return out
+
+
+@contextlib.contextmanager
+def _without_profiler_chatter() -> Iterator[None]:
+    """Kineto prints "USDT: ... profiler_start/stop" lines on file descriptor 2 when a trace starts and stops, a
+    library's internal log a user must not see. fd 2 goes to a temporary file while the profiler runs (Python's
+    own stderr keeps the terminal, for the progress lines); what else was written there is passed on after."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no usable fd 2 (a closed stderr): nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        sys.stderr.flush()
+        os.dup2(sink.fileno(), 2)
+        original = sys.stderr
+        sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            sys.stderr.close()
+            sys.stderr = original
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            rest = [ln for ln in sink.read().decode("utf-8", "replace").splitlines() if not ln.startswith("USDT:")]
+            if rest:
+                print("\n".join(rest), file=sys.stderr)
+
+
+def resolve_device(dev: str) -> str:
+    return resolve(dev)

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Measure what the step-time model of mappings/timing.yaml needs on one device: achieved efficiency per op class
+(GEMM, attention, elementwise, reduction, copy / cast, concatenation) against the chip's peak rates, the device's
+floor per kernel, and the host's cost per eager op call. The numbers come from microbenchmarks of their own, not
+from the models the step-time check (scripts/profile_check.py) is then held against.
+
+Usage (on the lent H200: python3 scripts/calibrate_timing.py --chip H200 -o calibration.json):
+    python scripts/calibrate_timing.py --chip H200 [--device cuda] -o OUT.json
+
+Timing: device events around each run, median of `reps` runs after warm-up (device work); host cost: wall time of a
+Python loop of tiny ops divided by the op count, with a synchronize at the end only (host work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from npuport.cost.roofline import get_chip  # noqa: E402
+
+
+def device_time(fn: Callable[[], Any], dev: str, reps: int = 20, warm: int = 3) -> float:
+    """Median seconds of fn() on the device (events), after warm-up."""
+    for _ in range(warm):
+        fn()
+    if dev == "cpu":
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    return statistics.median(times)
+
+
+def rnd(shape: tuple[int, ...], dtype: torch.dtype, dev: str) -> torch.Tensor:
+    return torch.randn(shape, dtype=dtype, device=dev)  # never zeros: they can run faster than real data
+
+
+def row(cls: str, name: str, t: float, flops: float, nbytes: float, chip: Any, matrix: bool, dtype: str) -> dict[str, Any]:
+    peak = chip.peak_flops(dtype, matrix)
+    ct, mt = flops / peak, nbytes / chip.memory_bandwidth
+    bound = "compute" if ct >= mt else "memory"
+    roof = max(ct, mt)
+    return {"class": cls, "name": name, "time_s": t, "flops": flops, "bytes": nbytes, "bound": bound,
+            "roofline_s": roof, "efficiency": roof / t if t else None}
+
+
+def gemms(dev: str, chip: Any) -> list[dict[str, Any]]:
+    out = []
+    dt = torch.bfloat16
+    for (k, n) in ((4096, 4096), (4096, 11008), (11008, 4096), (2048, 2048), (2048, 50304), (1024, 2048)):
+        w = rnd((k, n), dt, dev)
+        for m in (1, 8, 64, 512, 2048, 8192, 16384):
+            x = rnd((m, k), dt, dev)
+            t = device_time(lambda x=x, w=w: torch.mm(x, w), dev)
+            out.append(row("matmul", f"mm {m}x{k} @ {k}x{n}", t, 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n), chip, True, "bfloat16"))
+    return out
+
+
+def attention(dev: str, chip: Any) -> list[dict[str, Any]]:
+    out = []
+    dt = torch.bfloat16
+    for (h, s, d) in ((32, 2048, 128), (16, 2048, 128), (32, 512, 128), (16, 4096, 128)):
+        q, k, v = (rnd((1, h, s, d), dt, dev) for _ in range(3))
+        t = device_time(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True), dev)
+        flops = 4.0 * h * s * s * d / 2
+        out.append(row("attention", f"sdpa causal 1x{h}x{s}x{d}", t, flops, 2.0 * 4 * h * s * d, chip, True, "bfloat16"))
+    for (h, s, d) in ((32, 2049, 128), (16, 2049, 128), (32, 8193, 128)):
+        q = rnd((1, h, 1, d), dt, dev)
+        k, v = rnd((1, h, s, d), dt, dev), rnd((1, h, s, d), dt, dev)
+        t = device_time(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v), dev)
+        out.append(row("attention", f"sdpa decode 1x{h}x1x{d} over {s}", t, 4.0 * h * s * d, 2.0 * (2 * h * s * d + 2 * h * d), chip, True, "bfloat16"))
+    return out
+
+
+def vector(dev: str, chip: Any) -> list[dict[str, Any]]:
+    out = []
+    dt = torch.bfloat16
+    for n in (4096, 65536, 1 << 20, 1 << 23, 1 << 26):
+        a, b = rnd((n,), dt, dev), rnd((n,), dt, dev)
+        out.append(row("elementwise", f"add bf16 {n}", device_time(lambda a=a, b=b: a + b, dev), n, 6.0 * n, chip, False, "bfloat16"))
+        out.append(row("elementwise", f"silu bf16 {n}", device_time(lambda a=a: F.silu(a), dev), 4.0 * n, 4.0 * n, chip, False, "bfloat16"))
+        out.append(row("copy", f"cast bf16->fp32 {n}", device_time(lambda a=a: a.float(), dev), 0.0, 6.0 * n, chip, False, "bfloat16"))
+        rows_ = max(n // 4096, 1)
+        m = rnd((rows_, min(n, 4096)), dt, dev)
+        out.append(row("reduction", f"mean fp32 {rows_}x{min(n, 4096)}", device_time(lambda m=m: m.float().pow(2).mean(-1, keepdim=True), dev),
+                       3.0 * m.numel(), 2.0 * m.numel() + 8.0 * m.numel() + 4.0 * rows_, chip, False, "float32"))
+        tr = rnd((min(n, 4096), rows_), dt, dev).t()
+        out.append(row("copy", f"contiguous of a transpose {rows_}x{min(n, 4096)}", device_time(lambda tr=tr: tr.contiguous(), dev), 0.0,
+                       4.0 * tr.numel(), chip, False, "bfloat16"))
+    for (h, s, d) in ((32, 2048, 128), (16, 2048, 128), (32, 512, 128), (8, 8192, 128)):
+        past, new = rnd((1, h, s, d), dt, dev), rnd((1, h, 1, d), dt, dev)
+        t = device_time(lambda past=past, new=new: torch.cat([past, new], dim=-2), dev)
+        nb = 2.0 * (2 * h * s * d + 2 * h * d)
+        out.append(row("cat", f"kv cat 1x{h}x{s}x{d} + 1 token", t, 0.0, nb, chip, False, "bfloat16"))
+    return out
+
+
+def floors(dev: str) -> dict[str, Any]:
+    """Host cost per eager op call, and the device's time per back-to-back tiny kernel (its floor)."""
+    x = rnd((8,), torch.bfloat16, dev)
+    lin = torch.nn.Linear(8, 8, device=dev, dtype=torch.bfloat16)
+    n = 4000
+
+    def host_loop(fn: Callable[[], Any]) -> float:
+        for _ in range(200):
+            fn()
+        if dev != "cpu":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        if dev != "cpu":
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / n
+
+    res: dict[str, Any] = {
+        "host_per_compute_op_s": statistics.median(host_loop(lambda: torch.add(x, x)) for _ in range(5)),
+        "host_per_view_op_s": statistics.median(host_loop(lambda: x.view(2, 4)) for _ in range(5)),
+        "host_per_linear_module_s": statistics.median(host_loop(lambda: lin(x)) for _ in range(5)),
+    }
+    if dev != "cpu":
+        g = torch.cuda.CUDAGraph()
+        y = x.clone()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                y.add_(1)
+        torch.cuda.current_stream().wait_stream(s)
+        with torch.cuda.graph(g):
+            for _ in range(1000):
+                y.add_(1)
+        t = device_time(g.replay, dev, reps=10)
+        res["device_floor_per_kernel_s"] = t / 1000
+        res["device_floor_how"] = "a CUDA graph of 1000 dependent tiny adds, replay time / 1000"
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chip", required=True, help="the hardware.yaml chip whose peaks the efficiencies are against")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("-o", "--output", required=True)
+    args = ap.parse_args()
+    chip = get_chip(args.chip)
+    dev = args.device
+    rows = gemms(dev, chip) + attention(dev, chip) + vector(dev, chip)
+    data = {"chip": chip.name, "device": dev,
+            "device_name": torch.cuda.get_device_name() if dev != "cpu" else "cpu",
+            "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "floors": floors(dev), "rows": rows}
+    Path(args.output).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(f"{'class':<12} {'name':<44} {'time':>10} {'bound':>8} {'eff':>6}")
+    for r in rows:
+        print(f"{r['class']:<12} {r['name']:<44} {r['time_s'] * 1e6:>8.1f}us {r['bound']:>8} {r['efficiency']:>6.2f}")
+    print(json.dumps(data["floors"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
