@@ -6,7 +6,7 @@ import contextlib
 import time
 import warnings
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException

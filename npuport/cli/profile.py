@@ -4,9 +4,8 @@ npuport.cli.profile_impl, imported only when a subcommand runs."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import click
 
