@@ -20,6 +20,6 @@ python3 -m npuport.cli.main profile record examples/gpt/model.py --dev cuda --sc
   && tar -C "$W" -czf "$OUT/gpt.tgz" gpt
 for m in tinyllama-1.1b olmoe-1b-7b llama-2-7b; do
   python3 -m npuport.cli.main profile record --hf examples/configs/$m.json --dtype bfloat16 --dev cuda $S \
-      --warmup 2 --steps 3 --out-dir "$W/$m" && tar -C "$W" -czf "$OUT/$m.tgz" --exclude='*.trace.json.gz' "$m"
+      --warmup 2 --steps 5 --out-dir "$W/$m" && tar -C "$W" -czf "$OUT/$m.tgz" --exclude='*.trace.json.gz' "$m"
 done
 ls -la "$OUT"

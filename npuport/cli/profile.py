@@ -63,19 +63,24 @@ def record(model: str | None, hf_config: str | None, out_dir: str, force: bool, 
 
 
 @profile.command("import", cls=Command, impl="npuport.cli.profile_impl:import_trace")
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("trace", type=click.Path())
 @click.option("-o", "--output", metavar="FILE", required=True, help="Write the profile artifact (JSON) to FILE.")
 @click.option("--force", is_flag=True, help="Allow -o to replace an existing file.")
 @quiet_debug
 @handle_errors
 def import_trace(output: str, force: bool, **_: Any) -> None:
-    """Read TRACE, a torch.profiler / Kineto Chrome trace (.json or .json.gz, streamed), and write per aten op its
-    calls, host (self CPU) time, device kernel time and share, and per ProfilerStep the wall, kernel and idle time.
-    A trace without kernels (a CPU run) uses CPU op time as its device time, marked device "cpu".
+    """Read TRACE and write per aten op its calls, host (self CPU) time, device kernel time and share, the kernels
+    that ran, per module where the trace says, and per ProfilerStep the wall, host, kernel and idle time. TRACE is a
+    torch.profiler / Kineto Chrome trace (.json or .json.gz, streamed), an Ascend PyTorch profiler output folder
+    (`*_ascend_pt`, one rank: its trace_view.json, else kernel_details.csv), or an Nsight Systems SQLite export
+    (`nsys export --type sqlite`; op names from `torch.autograd.profiler.emit_nvtx` ranges). A trace without
+    kernels (a CPU run) uses CPU op time as its device time, marked device "cpu".
 
     \b
     Examples:
       npuport profile import trace.json.gz -o gpt.profile.json
       npuport profile import run/trace.json -o run.profile.json --force
+      npuport profile import prof/host_123_ascend_pt -o npu.profile.json
+      npuport profile import run.sqlite -o nsys.profile.json
     """
     check_new([output], force)

@@ -19,7 +19,9 @@ from typing import Any
 
 from npuport.cost.inventory import module_pattern
 from npuport.errors import NpuportError
+from npuport.profile.ascend import is_ascend_output, read_ascend
 from npuport.profile.kineto import OpStats, Trace, read_trace
+from npuport.profile.nsys import is_nsys_sqlite, read_nsys
 
 SCHEMA = "npuport.profile/1"
 _US = 1e-6
@@ -59,6 +61,7 @@ def to_artifact(trace: Trace) -> dict[str, Any]:
         "source": Path(trace.source).name,
         "device": trace.device,
         "device_time": "kernels" if trace.device != "cpu" else "cpu self time (no kernels in the trace)",
+        "format": trace.format,
         "steps": steps,
         "ops": rows,
         "modules": _module_rows(trace),
@@ -69,9 +72,20 @@ def to_artifact(trace: Trace) -> dict[str, Any]:
     }
 
 
+def read_any(path: str | Path) -> Trace:
+    """The profile a user holds, by what it is: an Ascend PyTorch profiler output folder (`*_ascend_pt`), an Nsight
+    Systems SQLite export, else a torch.profiler / Kineto Chrome trace (.json / .json.gz)."""
+    p = Path(path)
+    if p.is_dir() or is_ascend_output(p):
+        return read_ascend(p)
+    if p.is_file() and is_nsys_sqlite(p):
+        return read_nsys(p)
+    return read_trace(p)
+
+
 def import_trace(path: str | Path) -> dict[str, Any]:
-    """A torch.profiler / Kineto trace (.json or .json.gz) -> the artifact dict."""
-    return to_artifact(read_trace(path))
+    """A profile (Kineto trace, Ascend profiler folder, Nsight SQLite export) -> the artifact dict."""
+    return to_artifact(read_any(path))
 
 
 def write_artifact(artifact: dict[str, Any], path: str | Path) -> None:

@@ -56,6 +56,7 @@ class Trace:
     # (module path or name, op) -> stats, where the trace says which module ran the op (npuport profile record's
     # annotations, or "nn.Module: X_n" events); empty when it does not
     by_module: dict[tuple[str, str], OpStats] = field(default_factory=dict)
+    format: str = "kineto"  # what was read: kineto | ascend | nsys
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -163,7 +164,7 @@ def read_trace(path: str | Path) -> Trace:
             kernels.append((ts, dur, args.get("correlation"), args.get("External id"), name))
         elif cat in RUNTIME_CATS and args.get("correlation") is not None:
             launches[args["correlation"]] = (e.get("pid"), e.get("tid"), ts)
-        elif name.startswith("ProfilerStep#"):
+        elif name.startswith("ProfilerStep#") and not str(cat).startswith("gpu_"):  # not its GPU-side copy
             steps.append((name, ts, dur))
         elif name.startswith(MODULE_MARK) and str(cat).lower() == "user_annotation":
             marks_by_thread[(e.get("pid"), e.get("tid"))].append((ts, ts + dur, name[len(MODULE_MARK):]))

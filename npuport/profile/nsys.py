@@ -363,7 +363,7 @@ def _aggregate(source: str, work: list[_Work], launches: dict[tuple[int | None, 
         _add(ops[name], n.names[n.parents[k]] if n.parents[k] >= 0 else "", by_op.get(k, {}), n.self_us[k])
     if -1 in by_op:
         _add(ops[UNATTRIBUTED], "", by_op[-1], 0.0, calls=0)  # as kineto.py: device time, no calls
-    return Trace(source=source, device="cuda", ops=dict(ops), steps=_step_rows(steps, work, n.top_level),
+    return Trace(format="nsys", source=source, device="cuda", ops=dict(ops), steps=_step_rows(steps, work, n.top_level),
                  kernels=len(work), cpu_ops=len(n.names))
 
 
@@ -372,5 +372,5 @@ def _kernels_as_ops(source: str, work: list[_Work], steps: list[tuple[str, float
     ops: dict[str, OpStats] = defaultdict(OpStats)
     for w in work:
         _add(ops[KERNEL_OP_PREFIX + w.short], "", {w.name: w.end - w.start}, 0.0)
-    return Trace(source=source, device="cuda", ops=dict(ops), steps=_step_rows(steps, work, []),
+    return Trace(format="nsys", source=source, device="cuda", ops=dict(ops), steps=_step_rows(steps, work, []),
                  kernels=len(work), cpu_ops=0)

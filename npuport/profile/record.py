@@ -140,11 +140,10 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
         raw = Path(tmp) / "trace.json"
         try:
             with _without_profiler_chatter(), model.mode, real_path(), quiet_transformers(), quiet_torch_logs(), \
-                    warnings.catch_warnings(), module_annotations(model.module), \
+                    _no_warnings(), module_annotations(model.module), \
                     profile(activities=_activities(dev), record_shapes=True, profile_memory=False,
                             schedule=schedule(wait=0, warmup=warmup, active=steps),
                             on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
-                warnings.simplefilter("ignore")
                 for i in range(warmup + steps):
                     if progress:
                         progress(f"~{sc.name}: step {i + 1}/{warmup + steps}" + (" (warm-up)" if i < warmup else ""))
@@ -161,6 +160,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
         with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)
     plain = _timed_steps(model, sc, inputs, dev, steps, progress)
+    probe = host_probe(dev)
     art = to_artifact(read_trace(final))
     art["scenario"] = sc.to_json() | {"spec": sc.spec()}
     art["recorded"] = {"device": dev, "device_name": device_name(dev), "warmup": warmup, "steps": steps,
@@ -168,6 +168,8 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
     art["unprofiled"] = {"step_s": plain, "median_s": statistics.median(plain),
                          "what": "wall time per step (synchronized) of the same steps run again without the profiler, "
                                  "whose own per-op cost inflates the host side of the traced steps"}
+    art["host_probe"] = {"op_s": probe, "what": "host seconds per eager torch.add of 8 elements on the device, "
+                                                 "timed right after the steps: how fast this host dispatches"}
     if mod is not None and hasattr(mod, "max_memory_allocated"):
         art["memory"] = {"peak_allocated_bytes": int(mod.max_memory_allocated()),
                          "what": "the caching allocator's peak over the recorded steps (weights included)"}
@@ -193,6 +195,30 @@ def _timed_steps(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str, ste
     finally:
         model.module.train(False)
     return out
+
+
+@contextlib.contextmanager
+def _no_warnings() -> Iterator[None]:
+    """Library warnings (the profiler's own cycle notice among them) are not the user's measurement."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def host_probe(dev: str, calls: int = 2000) -> float:
+    """Host seconds per eager call of a tiny op: the same model runs slower on a slower or busier host, and a
+    measured step is only comparable with an estimate made for the host it ran on."""
+    with torch.device(dev) if dev != "cpu" else contextlib.nullcontext():
+        x = torch.ones(8)
+    best = float("inf")
+    for _ in range(3):
+        synchronize(dev)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            torch.add(x, x)
+        synchronize(dev)
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return best
 
 
 @contextlib.contextmanager
