@@ -14,7 +14,9 @@ Python loop of tiny ops divided by the op count, with a synchronize at the end o
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import statistics
 import sys
 import time
@@ -80,15 +82,26 @@ def row(cls: str, name: str, t: float, flops: float, nbytes: float, chip: Any, m
             "roofline_s": roof, "efficiency": roof / t if t else None}
 
 
+def rotating(make: Callable[[], tuple], call: Callable[..., Any], nbytes: float) -> Callable[[], Any]:
+    """fn() cycling over several input sets when one set is large: the device's 50 MB L2 would otherwise serve
+    every replay of a mid-sized op from cache (the KV cache a decode step reads is cold in a real step)."""
+    k = 1 if nbytes < (1 << 20) else min(10, max(2, math.ceil(3 * L2_BYTES / nbytes)))
+    sets = [make() for _ in range(k)]
+    it = itertools.cycle(sets)
+    return lambda: call(*next(it))
+
+
+L2_BYTES = 50e6
+
+
 def gemms(dev: str, chip: Any) -> list[dict[str, Any]]:
     out = []
     dt = torch.bfloat16
-    for (k, n) in ((4096, 4096), (4096, 11008), (11008, 4096), (2048, 2048), (2048, 50304), (1024, 2048)):
-        w = rnd((k, n), dt, dev)
+    for (k, n) in ((4096, 4096), (4096, 11008), (11008, 4096), (2048, 2048), (2048, 50304), (1024, 2048), (4096, 32000)):
         for m in (1, 8, 64, 512, 2048, 8192, 16384):
-            x = rnd((m, k), dt, dev)
-            t = device_time(lambda x=x, w=w: torch.mm(x, w), dev)
-            out.append(row("matmul", f"mm {m}x{k} @ {k}x{n}", t, 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n), chip, True, "bfloat16"))
+            nb = 2.0 * (m * k + k * n + m * n)
+            fn = rotating(lambda m=m, k=k, n=n: (rnd((m, k), dt, dev), rnd((k, n), dt, dev)), torch.mm, nb)
+            out.append(row("matmul", f"mm {m}x{k} @ {k}x{n}", device_time(fn, dev), 2.0 * m * k * n, nb, chip, True, "bfloat16"))
     return out
 
 
@@ -96,40 +109,39 @@ def attention(dev: str, chip: Any) -> list[dict[str, Any]]:
     out = []
     dt = torch.bfloat16
     for (h, s, d) in ((32, 2048, 128), (16, 2048, 128), (32, 512, 128), (16, 4096, 128)):
-        q, k, v = (rnd((1, h, s, d), dt, dev) for _ in range(3))
-        t = device_time(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True), dev)
-        flops = 4.0 * h * s * s * d / 2
-        out.append(row("attention", f"sdpa causal 1x{h}x{s}x{d}", t, flops, 2.0 * 4 * h * s * d, chip, True, "bfloat16"))
+        nb = 2.0 * 4 * h * s * d
+        fn = rotating(lambda h=h, s=s, d=d: tuple(rnd((1, h, s, d), dt, dev) for _ in range(3)),
+                      lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), nb)
+        out.append(row("attention", f"sdpa causal 1x{h}x{s}x{d}", device_time(fn, dev), 4.0 * h * s * s * d / 2, nb, chip, True, "bfloat16"))
     for (h, s, d) in ((32, 2049, 128), (16, 2049, 128), (32, 8193, 128)):
-        q = rnd((1, h, 1, d), dt, dev)
-        k, v = rnd((1, h, s, d), dt, dev), rnd((1, h, s, d), dt, dev)
-        t = device_time(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v), dev)
-        out.append(row("attention", f"sdpa decode 1x{h}x1x{d} over {s}", t, 4.0 * h * s * d, 2.0 * (2 * h * s * d + 2 * h * d), chip, True, "bfloat16"))
+        nb = 2.0 * (2 * h * s * d + 2 * h * d)
+        fn = rotating(lambda h=h, s=s, d=d: (rnd((1, h, 1, d), dt, dev), rnd((1, h, s, d), dt, dev), rnd((1, h, s, d), dt, dev)),
+                      F.scaled_dot_product_attention, nb)
+        out.append(row("attention", f"sdpa decode 1x{h}x1x{d} over {s}", device_time(fn, dev), 4.0 * h * s * d, nb, chip, True, "bfloat16"))
     return out
 
 
 def vector(dev: str, chip: Any) -> list[dict[str, Any]]:
     out = []
-    dt = torch.bfloat16
+    bf, f32 = torch.bfloat16, torch.float32
     for n in (4096, 65536, 1 << 20, 1 << 23, 1 << 26):
-        a, b = rnd((n,), dt, dev), rnd((n,), dt, dev)
-        out.append(row("elementwise", f"add bf16 {n}", device_time(lambda a=a, b=b: a + b, dev), n, 6.0 * n, chip, False, "bfloat16"))
-        out.append(row("elementwise", f"silu bf16 {n}", device_time(lambda a=a: F.silu(a), dev), 4.0 * n, 4.0 * n, chip, False, "bfloat16"))
-        out.append(row("copy", f"cast bf16->fp32 {n}", device_time(lambda a=a: a.float(), dev), 0.0, 6.0 * n, chip, False, "bfloat16"))
-        rows_ = max(n // 4096, 1)
-        m = rnd((rows_, min(n, 4096)), dt, dev)
-        mf = m.float()
-        out.append(row("reduction", f"mean fp32 {rows_}x{min(n, 4096)}", device_time(lambda mf=mf: mf.mean(-1, keepdim=True), dev),
-                       1.0 * m.numel(), 4.0 * m.numel() + 4.0 * rows_, chip, False, "float32"))
-        out.append(row("elementwise", f"mul fp32 {n}", device_time(lambda mf=mf: mf * mf, dev), 1.0 * n, 12.0 * n, chip, False, "float32"))
-        tr = rnd((min(n, 4096), rows_), dt, dev).t()
-        out.append(row("copy", f"contiguous of a transpose {rows_}x{min(n, 4096)}", device_time(lambda tr=tr: tr.contiguous(), dev), 0.0,
-                       4.0 * tr.numel(), chip, False, "bfloat16"))
-    for (h, s, d) in ((32, 2048, 128), (16, 2048, 128), (4, 2048, 64), (32, 512, 128), (8, 8192, 128)):
-        past, new = rnd((1, h, s, d), dt, dev), rnd((1, h, 1, d), dt, dev)
-        t = device_time(lambda past=past, new=new: torch.cat([past, new], dim=-2), dev)
+        r, c = max(n // 4096, 1), min(n, 4096)
+        cases = [
+            ("elementwise", f"add bf16 {n}", lambda n=n: (rnd((n,), bf, dev), rnd((n,), bf, dev)), torch.add, n, 6.0 * n, "bfloat16"),
+            ("elementwise", f"silu bf16 {n}", lambda n=n: (rnd((n,), bf, dev),), F.silu, 4.0 * n, 4.0 * n, "bfloat16"),
+            ("elementwise", f"mul fp32 {n}", lambda n=n: (rnd((n,), f32, dev), rnd((n,), f32, dev)), torch.mul, n, 12.0 * n, "float32"),
+            ("copy", f"cast bf16->fp32 {n}", lambda n=n: (rnd((n,), bf, dev),), lambda a: a.float(), 0.0, 6.0 * n, "bfloat16"),
+            ("copy", f"contiguous of a transpose {r}x{c}", lambda r=r, c=c: (rnd((c, r), bf, dev).t(),), lambda a: a.contiguous(), 0.0, 4.0 * n, "bfloat16"),
+            ("reduction", f"mean fp32 {r}x{c}", lambda r=r, c=c: (rnd((r, c), f32, dev),), lambda a: a.mean(-1, keepdim=True), 1.0 * n, 4.0 * n + 4.0 * r, "float32"),
+            ("reduction", f"softmax fp32 {r}x{c}", lambda r=r, c=c: (rnd((r, c), f32, dev),), lambda a: torch.softmax(a, -1), 5.0 * n, 8.0 * n, "float32"),
+        ]
+        for cls, name, make, call, flops, nb, dtype in cases:
+            out.append(row(cls, name, device_time(rotating(make, call, nb), dev), flops, nb, chip, False, dtype))
+    for (h, s, d) in ((32, 2048, 128), (16, 2048, 128), (4, 2048, 64), (32, 512, 128), (8, 8192, 128), (32, 8192, 128)):
         nb = 2.0 * (2 * h * s * d + 2 * h * d)
-        out.append(row("cat", f"kv cat 1x{h}x{s}x{d} + 1 token", t, 0.0, nb, chip, False, "bfloat16"))
+        fn = rotating(lambda h=h, s=s, d=d: (rnd((1, h, s, d), bf, dev), rnd((1, h, 1, d), bf, dev)),
+                      lambda past, new: torch.cat([past, new], dim=-2), nb)
+        out.append(row("cat", f"kv cat 1x{h}x{s}x{d} + 1 token", device_time(fn, dev), 0.0, nb, chip, False, "bfloat16"))
     return out
 
 
@@ -157,19 +169,8 @@ def floors(dev: str) -> dict[str, Any]:
         "host_per_linear_module_s": statistics.median(host_loop(lambda: lin(x)) for _ in range(5)),
     }
     if dev != "cpu":
-        g = torch.cuda.CUDAGraph()
         y = x.clone()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                y.add_(1)
-        torch.cuda.current_stream().wait_stream(s)
-        with torch.cuda.graph(g):
-            for _ in range(1000):
-                y.add_(1)
-        t = device_time(g.replay, dev, reps=10)
-        res["device_floor_per_kernel_s"] = t / 1000
+        res["device_floor_per_kernel_s"] = device_time(lambda: y.add_(1), dev, reps=10, per_graph=1000)
         res["device_floor_how"] = "a CUDA graph of 1000 dependent tiny adds, replay time / 1000"
     return res
 

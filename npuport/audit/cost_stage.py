@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from npuport import coverage
 from npuport.audit.report import CostStage
 from npuport.cost.inventory import build_inventory
 from npuport.cost.op_costs import op_classes
 from npuport.cost.roofline import ChipProfile, load_chips
+from npuport.cost.timing import Mode, timing_for
 from npuport.trace.records import Trace
 
 
@@ -21,14 +24,21 @@ def native_composites_for(chip_family: str, torch_npu: str | None) -> tuple[froz
         return cuda, "coverage data lacks the NPU-native composite list"
 
 
-def cost_stage(traces: dict[str, Trace], target: ChipProfile, torch_npu: str | None) -> CostStage:
+def cost_stage(traces: dict[str, Trace], target: ChipProfile, torch_npu: str | None,
+               modes: Mapping[str, Mode] | None = None) -> CostStage:
     notes: list[str] = []
     composites, note = native_composites_for(target.family, torch_npu)
     if note:
         notes.append(note)
-    inventory = build_inventory(traces, target, composites, load_chips())
+    inventory = build_inventory(traces, target, composites, load_chips(), modes)
     assumptions = list(target.assumptions)
-    assumptions.append("roofline lower bound: time = max(FLOPs / peak, bytes / bandwidth) per op; no launch overhead, no overlap")
+    model = timing_for(target)
+    assumptions.append("op time = max(FLOPs / (peak x achieved fraction), bytes / (bandwidth x achieved fraction)) + a "
+                       "fixed cost per kernel, per op class; the step simulates the host issuing each op (eager: a "
+                       f"host cost per op) to one device queue (mappings/timing.yaml; {target.name}: {model.status})")
+    if model.status != "measured":
+        assumptions.append(f"{target.name}'s op-class fractions, fixed costs and host costs are {model.status}, not "
+                           f"measured: {model.source}")
     if any(e.op.endswith("scaled_dot_product_attention") for e in inventory.ops):
         assumptions.append("causal attention FLOPs are counted at half (fused kernels skip masked blocks)")
     if any(e.op == "aten::_grouped_mm" for e in inventory.ops):

@@ -107,6 +107,8 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
                 "bytes": inv.totals[sc.name].bytes,
                 "estimated_time_s": inv.totals[sc.name].time_s,
                 "estimated_time_s_by_chip": inv.totals[sc.name].time_by_chip,
+                "roofline_time_s": inv.totals[sc.name].roofline_s,
+                **({"step": step.to_json()} if (step := inv.totals[sc.name].step) is not None else {}),
                 **({"memory": report.memory.by_scenario[sc.name].to_json()}
                    if report.memory and sc.name in report.memory.by_scenario else {}),
             }

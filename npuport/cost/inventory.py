@@ -13,6 +13,7 @@ from typing import Iterable, Mapping, Sequence
 
 from npuport.cost.op_costs import CallCost, backward_frame_cost, base_name, call_cost, frame_cost, op_classes
 from npuport.cost.roofline import Bound, ChipProfile
+from npuport.cost.timing import Issued, Mode, StepTime, call_device_s, op_class, simulate, sync_ops, timing_for
 from npuport.trace.records import ApiFrame, OpCall, TensorMeta, TensorRef, Trace
 
 _LAYER_INDEX = re.compile(r"\.\d+(?=\.|$)")
@@ -41,6 +42,8 @@ class ReportedCall:
     index: int
     children: tuple[str, ...] = ()  # the CPU-traced aten ops this native composite stands for
     time_s: float = 0.0
+    roofline_s: float = 0.0  # the roofline lower bound of time_s
+    costed_on: str = ""  # the chip time_s was estimated for
     indices: tuple[int, ...] = ()  # trace indices of the recorded calls this reported call covers
     args: tuple = ()  # the call's arguments, tensors as TensorRef into `inputs` (for rebuilding it: bench)
     kwargs: dict = field(default_factory=dict)
@@ -96,8 +99,28 @@ def _frame_call(frame: ApiFrame, phase: str, children: list[OpCall]) -> Reported
 
 
 def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
+    """Each call's estimated device time (mappings/timing.yaml: the fraction of peak its class achieves plus its
+    fixed cost) and what bounds it on the roofline."""
+    model = timing_for(chip)
     for c in calls:
-        c.time_s, c.bound = chip.roofline(c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)
+        roof, c.bound = chip.roofline(c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)
+        c.roofline_s = roof
+        c.costed_on = chip.name
+        c.time_s = call_device_s(model, chip, op_class(base_name(c.op), c.kind), c.cost.flops, c.cost.bytes,
+                                 c.cost.dtype, c.cost.matrix)
+
+
+def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "eager") -> StepTime:
+    """The step on `chip`: its host thread issuing the calls in order to one device queue (npuport.cost.timing)."""
+    model = timing_for(chip)
+    syncing = sync_ops()
+    issued = []
+    for c in calls:
+        base = base_name(c.op)
+        dev = c.time_s if chip.name == c.costed_on else call_device_s(
+            model, chip, op_class(base, c.kind), c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)
+        issued.append(Issued(dev, c.kind == "view", c.phase == "backward", base in syncing))
+    return simulate(model, issued, mode)
 
 
 def shape_signature(call: ReportedCall) -> str:
@@ -233,7 +256,9 @@ class ScenarioTotals:
     flops: float
     bytes: int
     time_s: float
-    time_by_chip: dict[str, float]
+    time_by_chip: dict[str, float]  # the step's wall time (step.step_s) per chip
+    roofline_s: float = 0.0
+    step: StepTime | None = None
 
 
 @dataclass
@@ -265,7 +290,8 @@ def _classify(entries: Sequence[tuple[str, ScenarioOpStats, bool, str]]) -> None
 
 
 def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_composites: frozenset[str],
-                    all_chips: Mapping[str, ChipProfile] | None = None) -> Inventory:
+                    all_chips: Mapping[str, ChipProfile] | None = None,
+                    modes: Mapping[str, Mode] | None = None) -> Inventory:
     oc = op_classes()
     per_scenario: dict[str, list[ReportedCall]] = {}
     entries: dict[str, OpEntry] = {}
@@ -293,12 +319,14 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
             if stats is not None:
                 stats.share = stats.time_s / step if step else 0.0
         _classify([(e.op, e.by_scenario[name], e.matrix, e.kind) for e in entries.values() if name in e.by_scenario])
+        mode = (modes or {}).get(name, "eager")
         by_chip = {}
         for other in (all_chips or {chip.name: chip}).values():
-            by_chip[other.name] = sum(other.roofline(c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)[0] for c in calls)
+            by_chip[other.name] = step_time(calls, other, mode).step_s
         totals[name] = ScenarioTotals(
             name, len(calls), sum(1 for c in calls if c.kind == "compute"), sum(c.cost.flops for c in calls),
-            sum(c.cost.bytes for c in calls), step, by_chip,
+            sum(c.cost.bytes for c in calls), step, by_chip, sum(c.roofline_s for c in calls),
+            step_time(calls, chip, mode),
         )
     n = len(traces) or 1
     for entry in entries.values():

@@ -26,6 +26,9 @@ class Scenario:
     past: int = 0
     # decode only: the model keeps no cache, so each new token re-runs the whole context (past + seq tokens)
     recompute: bool = False
+    # how the step is launched, for its time: op by op from Python ("eager"), or as one captured graph ("graph":
+    # CUDA graphs / torch.compile reduce-overhead; torchair / aclgraph on the NPU)
+    mode: str = "eager"
 
     @property
     def tokens(self) -> int:
@@ -35,6 +38,8 @@ class Scenario:
         base = f"{self.name}: batch {self.batch} x {self.seq} token{'s' if self.seq != 1 else ''}"
         if self.kind == "train":
             base += ", forward + backward"
+        if self.mode != "eager":
+            base += f", {self.mode} mode"
         if self.past and self.recompute:
             base += f", no cache: re-runs the {self.past + self.seq}-token context"
         elif self.past:
@@ -43,12 +48,14 @@ class Scenario:
 
     def spec(self) -> str:
         """The --scenario text that gives this step back through parse_scenario: 'decode:batch=1,seq=1,past=4096'."""
-        return f"{self.name}:batch={self.batch},seq={self.seq}" + (f",past={self.past}" if self.past else "")
+        return (f"{self.name}:batch={self.batch},seq={self.seq}" + (f",past={self.past}" if self.past else "")
+                + (f",mode={self.mode}" if self.mode != "eager" else ""))
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name, "kind": self.kind, "batch": self.batch, "seq": self.seq, "past": self.past}
         if self.kind == "decode":
             out["recompute"] = self.recompute
+        out["mode"] = self.mode
         return out
 
 
@@ -60,7 +67,7 @@ DEFAULTS: dict[Kind, Scenario] = {
 DEFAULT_SET = ("train", "prefill", "decode")
 
 
-GRAMMAR = "NAME[:batch=N,seq=N,past=N]"  # the --scenario grammar of audit, bench and parity (docs/cli.md)
+GRAMMAR = "NAME[:batch=N,seq=N,past=N,mode=eager|graph]"  # the --scenario grammar of audit, bench and parity (docs/cli.md)
 
 
 def parse_scenario(text: str) -> Scenario:
@@ -76,6 +83,11 @@ def parse_scenario(text: str) -> Scenario:
     for part in opts.split(","):
         key, eq, val = part.partition("=")
         key = key.strip()
+        if key == "mode" and eq:
+            if val.strip() not in ("eager", "graph"):
+                raise NpuportError(f"bad scenario option {part!r} in {text!r}", "mode=eager or mode=graph", part)
+            values["mode"] = val.strip()
+            continue
         if not eq or key not in ("batch", "seq", "past") or not val.strip().isdigit() or int(val) < 1 and key != "past":
             raise NpuportError(f"bad scenario option {part!r} in {text!r}", "batch=N, seq=N or past=N with N a positive integer", part)
         values[key] = int(val)

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from npuport.cost.timing import op_class as timing_class
 from npuport.errors import NpuportError
 
-MATMUL = {"mm", "addmm", "bmm", "baddbmm", "_grouped_mm", "linear", "matmul"}
-COPY = {"_to_copy", "copy_", "clone", "contiguous", "cat", "to"}
 _DEPTH = 16
 
 
@@ -26,28 +25,23 @@ def base(op: str) -> str:
 
 
 def op_class(op: str, kind: str = "compute") -> str:
-    short = base(op).partition("::")[2] or op
-    if kind == "view":
-        return "view"
-    if short in MATMUL:
-        return "matmul"
-    if short.startswith(("scaled_dot_product", "_flash", "_efficient", "_scaled_dot_product")):
-        return "attention"
-    if short in COPY:
-        return "copy/cast"
-    return "elementwise/reduction"
+    """The op class of mappings/timing.yaml (matmul, attention, reduction, cast, copy, cat, elementwise, view)."""
+    return timing_class(base(op).partition("::")[2] or op, kind)
 
 
 def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float], dict[str, int], dict[str, float]]:
-    """Measured device time per audit op name (base names), measured calls, and the time of unmatched ops."""
-    rows = {base(r["op"]): r for r in profile["ops"]}
+    """Measured device time per step per audit op name (base names), measured calls per step, and the time of
+    unmatched ops per step (a recorded profile holds several steps; the audit estimates one)."""
+    per = 1.0 / steps_in(profile)
     parents: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    calls: dict[str, int] = defaultdict(int)
     for r in profile["ops"]:
+        calls[base(r["op"])] += int(r.get("calls", 0))
         for p, t in (r.get("parents") or {"": r["device_s"]}).items():
-            parents[base(r["op"])][base(p) if p else ""] += t
+            parents[base(r["op"])][base(p) if p else ""] += t * per
+    calls = {b: round(c * per) for b, c in calls.items()}
     measured: dict[str, float] = defaultdict(float)
     only: dict[str, float] = defaultdict(float)
-    calls = {b: int(r.get("calls", 0)) for b, r in rows.items()}
 
     def place(op: str, t: float, origin: str, depth: int) -> None:
         if op in audited:
@@ -68,6 +62,48 @@ def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float
             elif t:
                 place(p, t, b, 0)
     return measured, calls, only
+
+
+def steps_in(profile: dict[str, Any]) -> int:
+    """How many steps the profile's op times add up over (1 for a trace without ProfilerStep marks)."""
+    return max(len(profile.get("steps") or []), 1)
+
+
+def _module_rows(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> list[dict[str, Any]]:
+    """Per module pattern: estimated against measured device time per step and their shares."""
+    est = {m["module"]: float(m["scenarios"][scenario]["estimated_time_s"]) for m in audit_json.get("modules", [])
+           if scenario in (m.get("scenarios") or {})}
+    meas: dict[str, float] = defaultdict(float)
+    per = 1.0 / steps_in(profile)
+    for r in profile.get("modules") or []:
+        meas[r["module"] or "(root)"] += float(r["device_s"]) * per
+    if not meas:
+        return []
+    te, tm = sum(est.values()) or 1.0, sum(meas.values()) or 1.0
+    rows = [{"module": k, "estimated_s": est.get(k, 0.0), "measured_s": meas.get(k, 0.0),
+             "estimated_share": est.get(k, 0.0) / te, "measured_share": meas.get(k, 0.0) / tm}
+            for k in set(est) | set(meas)]
+    rows.sort(key=lambda r: -(r["measured_s"] + r["estimated_s"]))
+    return rows
+
+
+def _step(audit_sc: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
+    """The estimated step (wall, host, device) against the measured one: the unprofiled wall time when the profile
+    was recorded by npuport (the profiler's own cost inflates the traced steps), else the traced steps' mean."""
+    steps = profile.get("steps") or []
+    n = max(len(steps), 1)
+    plain = (profile.get("unprofiled") or {}).get("median_s")
+    measured = {"step_s": plain if plain is not None else sum(s["wall_s"] for s in steps) / n,
+                "step_from": "unprofiled median" if plain is not None else "profiled steps (mean)",
+                "device_s": sum(s["kernel_s"] for s in steps) / n,
+                "host_s": sum(s.get("host_s", 0.0) for s in steps) / n}
+    est = audit_sc.get("step") or {"step_s": audit_sc.get("estimated_time_s", 0.0)}
+    out = {"estimated": est, "measured": measured}
+    if measured["step_s"] and est.get("step_s"):
+        out["error"] = est["step_s"] / measured["step_s"] - 1.0
+    if measured["device_s"] and est.get("device_s"):
+        out["device_error"] = est["device_s"] / measured["device_s"] - 1.0
+    return out
 
 
 def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> dict[str, Any]:
@@ -105,8 +141,18 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
     est_shares = {r["op"]: r["estimated_share"] for r in rows}
     meas_shares = {r["op"]: r["measured_share"] for r in rows} | {"only:" + r["op"]: r["measured_share"] for r in only_rows}
     distance = 0.5 * sum(abs(est_shares.get(k, 0.0) - meas_shares.get(k, 0.0)) for k in set(est_shares) | set(meas_shares))
+    audit_sc = next(s for s in audit_json.get("scenarios", []) if s["name"] == scenario)
+    recorded = profile.get("scenario") or {}
+    shape_note = None
+    if recorded and any(recorded.get(k) != audit_sc.get(k) for k in ("batch", "seq", "past")):
+        shape_note = (f"the profile measured {recorded.get('spec', recorded)} but the audit's {scenario} is "
+                      f"batch={audit_sc.get('batch')},seq={audit_sc.get('seq')},past={audit_sc.get('past')}: "
+                      "times do not compare, shares only roughly")
     return {
         "scenario": scenario,
+        "shape_note": shape_note,
+        "step": _step(audit_sc, profile),
+        "modules": _module_rows(audit_json, profile, scenario),
         "source": profile.get("source"),
         "device": profile.get("device"),
         "device_time": profile.get("device_time"),

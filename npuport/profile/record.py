@@ -1,9 +1,10 @@
 """`npuport profile record`: run each scenario of a model for real under torch.profiler and keep what it measured.
 
 Per scenario: the model (built on the device, real weights from its initialization) runs `warmup` steps, then
-`steps` profiled steps, each ended by a device synchronize so a step's wall time holds its kernels. Train is
-forward + backward (the audit's train step; the optimizer is not run), prefill a forward under no_grad, decode one
-token against the cache of `past` tokens, cropped back after each step so every step sees the same cache.
+`steps` profiled steps, each ended by a device synchronize so a step's wall time holds its kernels, then `steps`
+more without the profiler for the step's wall time. Train is forward + backward (the audit's train step; the
+optimizer is not run), prefill a forward under no_grad, decode one token against the cache of `past` tokens, which
+grows by one token per step as in generation (past + warmup + 2 x steps at the end: well under 1% for real sizes).
 
 Every module call is wrapped in a `record_function("npuport.module:<path>")` annotation (a forward pre-hook opens it,
 the forward hook closes it): the Kineto reader gives every op the module it ran in, and the backward ops the module
@@ -81,16 +82,6 @@ def module_annotations(model: torch.nn.Module) -> Iterator[None]:
             open_ranges.pop().__exit__(None, None, None)
 
 
-def _crop(inputs: Inputs, past: int) -> None:
-    """Give a grown KV cache back its `past` length, so each decode step runs against the same cache."""
-    for value in inputs[1].values():
-        crop, length = getattr(value, "crop", None), getattr(value, "get_seq_length", None)
-        if callable(crop) and callable(length):
-            grown = int(length()) - past
-            if grown > 0:
-                crop(-grown)  # transformers' caches crop by a negative count (a positive length is refused)
-
-
 def _step(model: LoadedModel, sc: Scenario, inputs: Inputs) -> None:
     args, kwargs = inputs
     if sc.kind == "train":
@@ -101,8 +92,8 @@ def _step(model: LoadedModel, sc: Scenario, inputs: Inputs) -> None:
     else:
         with torch.no_grad():
             model.module(*args, **kwargs)
-        if sc.kind == "decode" and sc.past:
-            _crop(inputs, sc.past)
+        # decode: the cache grows by a token per step, as in generation (past, past + 1, ...); cropping it back
+        # would leave it a strided view, and the next step's concatenation slower than a real decode's
 
 
 def _activities(dev: str) -> list[ProfilerActivity]:

@@ -132,7 +132,7 @@ def test_join_arithmetic() -> None:
     # half L1: |0.75-0.5| + |0.25-0.25| + |0-0.25| = 0.5, halved
     assert j["distance"] == pytest.approx(0.25)
     classes = {c["class"]: c for c in j["classes"]}
-    assert classes["matmul"]["ratio"] == pytest.approx(4 / 3) and classes["copy/cast"]["measured_s"] == 2.0
+    assert classes["matmul"]["ratio"] == pytest.approx(4 / 3) and classes["cast"]["measured_s"] == 2.0
 
 
 def test_join_rolls_unlisted_children_into_their_audited_parent() -> None:

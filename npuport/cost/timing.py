@@ -1,0 +1,175 @@
+"""The step-time model (mappings/timing.yaml): device time per call from the chip's peaks and the fraction of them
+each op class achieves, host time per call in eager mode, and the step as a host thread feeding one device queue.
+
+    device(call) = max(FLOPs / (peak x compute), bytes / (bandwidth x memory)) + fixed_s     (0 for a view op)
+    host(call)   = forward_call_s | backward_call_s | view_call_s                           (eager; 0 in graph mode)
+
+The simulation walks the calls in trace order: the host clock advances by host(call); the call's kernel starts at
+max(host clock, device clock) and ends device(call) later; a synchronizing op (a value read back) moves the host
+clock to the device clock. The step ends when both are done. A chip without its own entry takes its family's
+(`families:`), which says it is assumed, and the report says which numbers are unverified.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal
+
+from npuport.cost.roofline import ChipProfile
+from npuport.errors import MappingError
+from npuport.mappings import load_checked
+
+_FILE = "timing.yaml"
+Mode = Literal["eager", "graph"]
+MODES: tuple[Mode, ...] = ("eager", "graph")
+
+
+@dataclass(frozen=True)
+class ClassRates:
+    compute: float
+    memory: float
+    fixed_s: float
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    forward_call_s: float
+    backward_call_s: float
+    view_call_s: float
+    graph_launch_s: float
+
+
+@dataclass(frozen=True)
+class TimingModel:
+    chip: str
+    status: str  # measured | assumed | unverified
+    source: str
+    classes: dict[str, ClassRates]
+    host: HostCosts
+
+    def rates(self, cls: str) -> ClassRates:
+        return self.classes.get(cls) or self.classes["elementwise"]
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One simulated step: host busy time, device busy time, the step's wall time, the device's idle part of it."""
+
+    mode: Mode
+    host_s: float
+    device_s: float
+    step_s: float
+    syncs: int
+
+    @property
+    def idle_s(self) -> float:
+        return max(self.step_s - self.device_s, 0.0)
+
+    @property
+    def bound(self) -> str:
+        return "host" if self.host_s > self.device_s else "device"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "step_s": self.step_s, "host_s": self.host_s, "device_s": self.device_s,
+                "idle_s": self.idle_s, "bound": self.bound, "syncs": self.syncs}
+
+
+@functools.lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    return load_checked(_FILE)  # schemas/timing.schema.json
+
+
+@functools.lru_cache(maxsize=1)
+def class_of_op() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for cls, ops in _data()["classes"].items():
+        for op in ops:
+            out[op] = cls
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def sync_ops() -> frozenset[str]:
+    return frozenset(_data()["sync_ops"]["ops"])
+
+
+def op_class(base: str, kind: str = "compute") -> str:
+    """'mm' -> 'matmul'; a view op -> 'view'; an op listed nowhere -> 'elementwise'."""
+    if kind == "view":
+        return "view"
+    return class_of_op().get(base, "elementwise")
+
+
+def _model(name: str, raw: dict[str, Any], status: str, source: str) -> TimingModel:
+    classes = {c: ClassRates(float(v["compute"]), float(v["memory"]), float(v["fixed_s"])) for c, v in raw["classes"].items()}
+    if "elementwise" not in classes:
+        raise MappingError(_FILE, name, "classes", "needs an elementwise entry (the class of unlisted ops)")
+    h = raw["host"]
+    return TimingModel(name, status, source, classes,
+                       HostCosts(float(h["forward_call_s"]), float(h["backward_call_s"]), float(h["view_call_s"]),
+                                 float(h["graph_launch_s"])))
+
+
+def timing_for(chip: ChipProfile) -> TimingModel:
+    """The chip's own entry, else its family's (marked with that entry's status: assumed / unverified)."""
+    return _timing(chip.name, chip.family)
+
+
+@functools.lru_cache(maxsize=None)
+def _timing(name: str, family: str) -> TimingModel:
+    data = _data()
+    if name in data["chips"]:
+        raw = data["chips"][name]
+        return _model(name, raw, raw["status"], raw["source"])
+    fam = data["families"].get(family)
+    if fam is None:
+        raise MappingError(_FILE, "families", family, f"no timing for chip family {family!r} ({name})")
+    if "like" in fam:
+        if fam["like"] not in data["chips"]:
+            raise MappingError(_FILE, f"families.{family}", "like", f"{fam['like']!r} is not under chips")
+        base = data["chips"][fam["like"]]
+        return _model(name, {"classes": base["classes"], "host": fam.get("host", base["host"])}, fam["status"],
+                      fam["source"])
+    return _model(name, fam, fam["status"], fam["source"])
+
+
+def call_device_s(model: TimingModel, chip: ChipProfile, cls: str, flops: float, nbytes: float, dtype: str,
+                  matrix: bool) -> float:
+    """Device seconds of one call of class `cls` (0 for a view)."""
+    if cls == "view":
+        return 0.0
+    r = model.rates(cls)
+    compute = flops / (chip.peak_flops(dtype, matrix) * r.compute) if flops else 0.0
+    memory = nbytes / (chip.memory_bandwidth * r.memory) if nbytes else 0.0
+    return max(compute, memory) + r.fixed_s
+
+
+@dataclass(frozen=True)
+class Issued:
+    """What the simulation needs of one call: its device time, whether it is a view, its phase, whether it syncs."""
+
+    device_s: float
+    view: bool
+    backward: bool
+    sync: bool
+
+
+def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") -> StepTime:
+    h = model.host
+    if mode == "graph":
+        device = sum(c.device_s for c in calls)
+        return StepTime(mode, h.graph_launch_s, device, h.graph_launch_s + device, 0)
+    host_t = dev_t = host_busy = dev_busy = 0.0
+    syncs = 0
+    for c in calls:
+        cost = h.view_call_s if c.view else h.backward_call_s if c.backward else h.forward_call_s
+        host_t += cost
+        host_busy += cost
+        if c.device_s > 0:
+            dev_t = max(dev_t, host_t) + c.device_s
+            dev_busy += c.device_s
+        if c.sync:
+            host_t = max(host_t, dev_t)
+            syncs += 1
+    return StepTime(mode, host_busy, dev_busy, max(host_t, dev_t), syncs)

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Fit the per-class device-time parameters of mappings/timing.yaml to a calibration file written by
+scripts/calibrate_timing.py: for each op class, the compute efficiency ec, memory efficiency em and fixed cost t0 of
+
+    time = max(FLOPs / (peak x ec), bytes / (bandwidth x em)) + t0
+
+that minimise the mean absolute log error over the class's microbenchmarks (a grid search: the fit is small and
+must be reproducible, not clever). Prints the YAML block and each class's fit error.
+
+Usage: python scripts/fit_timing.py docs/measured/h200-calibration.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from npuport.cost.roofline import get_chip  # noqa: E402
+
+EC = [x / 100 for x in range(20, 101, 2)]
+EM = [x / 100 for x in range(6, 101, 2)]
+T0 = [x * 0.1e-6 for x in range(0, 121, 2)]
+
+
+def main() -> None:
+    data = json.loads(Path(sys.argv[1]).read_text())
+    chip = get_chip(data["chip"])
+    by_class: dict[str, list[dict]] = {}
+    for r in data["rows"]:
+        if r["name"].startswith("contiguous of a transpose 1x"):  # already contiguous: no kernel runs
+            continue
+        cls = "cast" if r["name"].startswith("cast ") else r["class"]  # a dtype change, not a strided copy
+        by_class.setdefault(cls, []).append(r)
+    print(f"# fit by scripts/fit_timing.py from {sys.argv[1]} ({data['device_name']}, torch {data['torch']}, {data['date']})")
+    for cls, rows in by_class.items():
+        matrix = cls in ("matmul", "attention")
+        pairs = []
+        for r in rows:
+            dtype = "float32" if "fp32" in r["name"] and not r["name"].startswith("cast") else "bfloat16"
+            peak = chip.peak_flops(dtype, matrix)
+            pairs.append((r["flops"] / peak, r["bytes"] / chip.memory_bandwidth, r["time_s"]))
+        best = None
+        for ec in EC if any(c for c, _, _ in pairs) else [1.0]:
+            for em in EM:
+                for t0 in T0:
+                    err = statistics.fmean(abs(math.log((max(c / ec, m / em) + t0) / t)) for c, m, t in pairs)
+                    if best is None or err < best[0]:
+                        best = (err, ec, em, t0)
+        assert best is not None
+        err, ec, em, t0 = best
+        worst = max(abs(math.log((max(c / ec, m / em) + t0) / t)) for c, m, t in pairs)
+        print(f"  {cls}: {{compute: {ec:.2f}, memory: {em:.2f}, fixed_s: {t0:.2e}}}   "
+              f"# {len(rows)} runs, mean |log error| {err:.3f} (x{math.exp(err):.2f}), worst x{math.exp(worst):.2f}")
+    print(f"  floor per kernel: {data['floors'].get('device_floor_per_kernel_s', 0):.2e} s; host per eager op "
+          f"{data['floors']['host_per_compute_op_s']:.2e} s, per view {data['floors']['host_per_view_op_s']:.2e} s")
+
+
+if __name__ == "__main__":
+    main()
