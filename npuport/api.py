@@ -117,6 +117,7 @@ class RecordOptions:
     out_dir: str = "profile"
     warmup: int = 2
     steps: int = 3
+    decode_cache: str = "fixed"  # fixed: every decode step the same cache length; grow: +1 token per step
 
 
 def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = None) -> list[Recorded]:
@@ -129,7 +130,9 @@ def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = No
     target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, fake=False, part=spec.part,
                          device=dev)
     out = Path(opts.out_dir)
-    return [record_scenario(target, sc, dev, out, opts.warmup, opts.steps, progress) for sc in parsed]
+    if opts.decode_cache not in ("fixed", "grow"):
+        raise NpuportError("bad --decode-cache", "fixed or grow", opts.decode_cache)
+    return [record_scenario(target, sc, dev, out, opts.warmup, opts.steps, progress, opts.decode_cache) for sc in parsed]
 
 
 def profile_import(path: str) -> dict[str, Any]:

@@ -22,4 +22,10 @@ for m in tinyllama-1.1b olmoe-1b-7b llama-2-7b; do
   python3 -m npuport.cli.main profile record --hf examples/configs/$m.json --dtype bfloat16 --dev cuda $S \
       --warmup 2 --steps 5 --out-dir "$W/$m" && tar -C "$W" -czf "$OUT/$m.tgz" --exclude='*.trace.json.gz' "$m"
 done
+# decode as generation runs it (the cache grows a token per step): what a new KV length per step costs
+python3 -m npuport.cli.main profile record --hf examples/configs/tinyllama-1.1b.json --dtype bfloat16 --dev cuda \
+    --scenario decode:batch=1,past=2048 --decode-cache grow --warmup 2 --steps 5 --out-dir "$W/grow/tinyllama-1.1b" \
+  && python3 -m npuport.cli.main profile record --hf examples/configs/llama-2-7b.json --dtype bfloat16 --dev cuda \
+    --scenario decode:batch=1,past=2048 --decode-cache grow --warmup 2 --steps 5 --out-dir "$W/grow/llama-2-7b" \
+  && tar -C "$W" -czf "$OUT/grow.tgz" --exclude='*.trace.json.gz' grow
 ls -la "$OUT"

@@ -13,7 +13,17 @@ from typing import Iterable, Mapping, Sequence
 
 from npuport.cost.op_costs import CallCost, backward_frame_cost, base_name, call_cost, frame_cost, op_classes
 from npuport.cost.roofline import Bound, ChipProfile
-from npuport.cost.timing import Issued, Mode, StepTime, call_device_s, op_class, simulate, sync_ops, timing_for
+from npuport.cost.timing import (
+    Issued,
+    Mode,
+    StepTime,
+    TimingModel,
+    call_device_s,
+    op_class,
+    simulate,
+    sync_ops,
+    timing_for,
+)
 from npuport.trace.records import ApiFrame, OpCall, TensorMeta, TensorRef, Trace
 
 _LAYER_INDEX = re.compile(r"\.\d+(?=\.|$)")
@@ -110,14 +120,16 @@ def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
                                  c.cost.dtype, c.cost.matrix)
 
 
-def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "eager") -> StepTime:
-    """The step on `chip`: its host thread issuing the calls in order to one device queue (npuport.cost.timing)."""
-    model = timing_for(chip)
+def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "eager",
+              model: TimingModel | None = None) -> StepTime:
+    """The step on `chip`: its host thread issuing the calls in order to one device queue (npuport.cost.timing);
+    `model` replaces the chip's timing model (mappings/timing.yaml) when given."""
+    model = model or timing_for(chip)
     syncing = sync_ops()
     issued = []
     for c in calls:
         base = base_name(c.op)
-        dev = c.time_s if chip.name == c.costed_on else call_device_s(
+        dev = c.time_s if chip.name == c.costed_on and model is timing_for(chip) else call_device_s(
             model, chip, op_class(base, c.kind), c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)
         issued.append(Issued(dev, c.kind == "view", c.phase == "backward", base in syncing))
     return simulate(model, issued, mode)

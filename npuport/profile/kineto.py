@@ -133,6 +133,7 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 
 
 MODULE_MARK = "npuport.module:"  # the user_annotation `npuport profile record` wraps each module call in
+SKIP_MARK = "npuport.skip:"  # work of the recorder itself between steps (restoring a decode cache): left out
 
 
 def _innermost(begins: list[float], ends: list[float], ts: float) -> int | None:
@@ -149,6 +150,7 @@ def read_trace(path: str | Path) -> Trace:
     """Aggregate a Chrome trace per aten op (see the module doc)."""
     ops_by_thread: dict[tuple[Any, Any], list[tuple[float, float, str, Any, Any]]] = defaultdict(list)
     marks_by_thread: dict[tuple[Any, Any], list[tuple[float, float, str]]] = defaultdict(list)
+    skips_by_thread: dict[tuple[Any, Any], list[tuple[float, float]]] = defaultdict(list)
     launches: dict[Any, tuple[Any, Any, float]] = {}  # correlation -> (pid, tid, ts)
     kernels: list[tuple[float, float, Any, Any, str]] = []  # ts, dur, correlation, External id, name
     steps: list[tuple[str, float, float]] = []
@@ -168,6 +170,10 @@ def read_trace(path: str | Path) -> Trace:
             steps.append((name, ts, dur))
         elif name.startswith(MODULE_MARK) and str(cat).lower() == "user_annotation":
             marks_by_thread[(e.get("pid"), e.get("tid"))].append((ts, ts + dur, name[len(MODULE_MARK):]))
+        elif name.startswith(SKIP_MARK) and str(cat).lower() == "user_annotation":
+            skips_by_thread[(e.get("pid"), e.get("tid"))].append((ts, ts + dur))
+    if skips_by_thread:
+        ops_by_thread, launches, kernels = _without_skipped(ops_by_thread, launches, kernels, skips_by_thread)
 
     ops: dict[str, OpStats] = defaultdict(OpStats)
     by_ext: dict[Any, int] = {}
@@ -262,6 +268,18 @@ def read_trace(path: str | Path) -> Trace:
     return Trace(source=str(path), device="cpu" if on_cpu else "cuda", ops=dict(ops), steps=step_rows,
                  kernels=len(kernels), cpu_ops=len(flat),
                  by_module=dict(by_module) if any(modules) else {})
+
+
+def _without_skipped(ops_by_thread: dict[tuple[Any, Any], list[tuple[float, float, str, Any, Any]]],
+                     launches: dict[Any, tuple[Any, Any, float]], kernels: list[tuple[float, float, Any, Any, str]],
+                     skips: dict[tuple[Any, Any], list[tuple[float, float]]]) -> tuple[Any, Any, Any]:
+    """Drop the CPU ops inside a skip annotation, and the kernels they launched."""
+    def inside(thread: tuple[Any, Any], ts: float) -> bool:
+        return any(a <= ts < b for a, b in skips.get(thread, ()))
+    kept_ops = {t: [e for e in evs if not inside(t, e[0])] for t, evs in ops_by_thread.items()}
+    dropped = {c for c, (pid, tid, ts) in launches.items() if inside((pid, tid), ts)}
+    return (defaultdict(list, kept_ops), {c: v for c, v in launches.items() if c not in dropped},
+            [k for k in kernels if k[2] not in dropped])
 
 
 def _modules(flat: list[tuple[str, int, float, Any, str]]) -> list[str]:

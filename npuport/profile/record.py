@@ -3,8 +3,9 @@
 Per scenario: the model (built on the device, real weights from its initialization) runs `warmup` steps, then
 `steps` profiled steps, each ended by a device synchronize so a step's wall time holds its kernels, then `steps`
 more without the profiler for the step's wall time. Train is forward + backward (the audit's train step; the
-optimizer is not run), prefill a forward under no_grad, decode one token against the cache of `past` tokens, which
-grows by one token per step as in generation (past + warmup + 2 x steps at the end: well under 1% for real sizes).
+optimizer is not run), prefill a forward under no_grad, decode one token against the cache of `past` tokens: by default given back its `past` tokens (contiguous) after each step,
+outside the measurement, so every step runs the audit's shapes; `decode_cache="grow"` lets it grow a token per step
+as generation does (on the H200 with torch 2.11 that makes cuDNN attention plan anew for every new length).
 
 Every module call is wrapped in a `record_function("npuport.module:<path>")` annotation (a forward pre-hook opens it,
 the forward hook closes it): the Kineto reader gives every op the module it ran in, and the backward ops the module
@@ -41,7 +42,7 @@ from npuport.model.hf.inputs import real_path
 from npuport.model.loading import Inputs, LoadedModel, loss_of
 from npuport.model.scenarios import Scenario
 from npuport.profile.artifact import to_artifact
-from npuport.profile.kineto import MODULE_MARK, read_trace
+from npuport.profile.kineto import MODULE_MARK, SKIP_MARK, read_trace
 from npuport.trace.run import quiet_torch_logs
 
 Progress = Callable[[str], None]
@@ -82,6 +83,23 @@ def module_annotations(model: torch.nn.Module) -> Iterator[None]:
             open_ranges.pop().__exit__(None, None, None)
 
 
+def _restore_cache(inputs: Inputs, past: int) -> None:
+    """Give a decode step's grown KV cache back its `past` tokens, contiguous as a fresh cache is, so every decode
+    step runs the same shapes (a new KV length per step makes some attention libraries plan anew each call: that
+    is `--decode-cache grow`). Marked so the trace reader leaves it out of the step."""
+    with torch.autograd.profiler.record_function(SKIP_MARK + "restore decode cache"):
+        for value in inputs[1].values():
+            crop, length = getattr(value, "crop", None), getattr(value, "get_seq_length", None)
+            if not (callable(crop) and callable(length)) or int(length()) <= past:
+                continue
+            crop(past - int(length()))  # transformers' caches crop by a negative count
+            for layer in getattr(value, "layers", None) or []:
+                for attr in ("keys", "values"):
+                    t = getattr(layer, attr, None)
+                    if isinstance(t, torch.Tensor) and not t.is_contiguous():
+                        setattr(layer, attr, t.contiguous())
+
+
 def _step(model: LoadedModel, sc: Scenario, inputs: Inputs) -> None:
     args, kwargs = inputs
     if sc.kind == "train":
@@ -92,8 +110,6 @@ def _step(model: LoadedModel, sc: Scenario, inputs: Inputs) -> None:
     else:
         with torch.no_grad():
             model.module(*args, **kwargs)
-        # decode: the cache grows by a token per step, as in generation (past, past + 1, ...); cropping it back
-        # would leave it a strided view, and the next step's concatenation slower than a real decode's
 
 
 def _activities(dev: str) -> list[ProfilerActivity]:
@@ -104,8 +120,11 @@ def _activities(dev: str) -> list[ProfilerActivity]:
 
 
 def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, warmup: int = 2, steps: int = 3,
-                    progress: Progress | None = None) -> Recorded:
-    """Run `sc` for real on `dev` under torch.profiler; write DIR/NAME.trace.json.gz; return the artifact."""
+                    progress: Progress | None = None, decode_cache: str = "fixed") -> Recorded:
+    """Run `sc` for real on `dev` under torch.profiler; write DIR/NAME.trace.json.gz; return the artifact.
+    decode_cache: "fixed" restores the cache to `past` tokens after each decode step (every step the same shapes,
+    the audit's one step), "grow" lets it grow a token per step as generation does."""
+    restore = sc.kind == "decode" and bool(sc.past) and decode_cache == "fixed"
     if kind_of(dev) == "npu":
         raise NpuportError("recording on an NPU is not implemented in this release",
                            "--dev cuda or cpu here; on the NPU record with torch_npu.profiler and `npuport profile "
@@ -140,6 +159,8 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
                         progress(f"~{sc.name}: step {i + 1}/{warmup + steps}" + (" (warm-up)" if i < warmup else ""))
                     _step(model, sc, inputs)
                     synchronize(dev)
+                    if restore:
+                        _restore_cache(inputs, sc.past)
                     prof.step()
         except NpuportError:
             raise
@@ -150,11 +171,12 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
             model.module.train(False)
         with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)
-    plain = _timed_steps(model, sc, inputs, dev, steps, progress)
+    plain = _timed_steps(model, sc, inputs, dev, steps, progress, restore)
     probe = host_probe(dev)
     art = to_artifact(read_trace(final))
     art["scenario"] = sc.to_json() | {"spec": sc.spec()}
     art["recorded"] = {"device": dev, "device_name": device_name(dev), "warmup": warmup, "steps": steps,
+                       **({"decode_cache": decode_cache} if sc.kind == "decode" else {}),
                        "torch": torch.__version__, "dtype": model.dtype, "model": model.name}
     art["unprofiled"] = {"step_s": plain, "median_s": statistics.median(plain),
                          "what": "wall time per step (synchronized) of the same steps run again without the profiler, "
@@ -168,7 +190,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
 
 
 def _timed_steps(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str, steps: int,
-                 progress: Progress | None) -> list[float]:
+                 progress: Progress | None, restore: bool) -> list[float]:
     """Wall seconds of `steps` more steps without the profiler, each ended by a device synchronize."""
     out = []
     model.module.train(sc.kind == "train")
@@ -183,6 +205,8 @@ def _timed_steps(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str, ste
                 _step(model, sc, inputs)
                 synchronize(dev)
                 out.append(time.perf_counter() - t0)
+                if restore:
+                    _restore_cache(inputs, sc.past)
     finally:
         model.module.train(False)
     return out

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Hold the audit's step-time estimate against measured profiles (issue 22's check; the table of docs/profile.md).
+
+For each model directory under PROFILES (written by `npuport profile record --out-dir PROFILES/MODEL`, one
+NAME.profile.json per scenario), the audit of examples/configs/MODEL.json runs with the recorded scenarios on --chip
+and every artifact is joined to it. Per scenario it prints the estimated and measured step (the unprofiled median
+wall time), their error, the estimated device time against the measured kernel time per step, and the half-L1
+distance between the estimated and measured time shares per op.
+
+    python scripts/profile_check.py docs/measured/profiles --chip H200 [--markdown]
+    python scripts/profile_check.py docs/measured/profiles --chip H200 --fit-host tinyllama-1.1b
+
+--fit-host MODEL prints the host costs per eager call (forward, backward) that make the simulated steps of MODEL
+match its measured ones (its prefill and decode fit the forward cost, its train step then the backward cost): the
+calibration mappings/timing.yaml takes for the chip. The other models are then held against it, not fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from npuport import api  # noqa: E402
+from npuport.cost.inventory import step_time  # noqa: E402
+from npuport.cost.timing import timing_for  # noqa: E402
+from npuport.profile.join import join  # noqa: E402
+
+ORDER = ("train", "prefill", "decode")
+
+
+def _artifacts(folder: Path) -> dict[str, dict[str, Any]]:
+    arts = {}
+    for f in sorted(folder.glob("*.profile.json")):
+        art = json.loads(f.read_text())
+        arts[art["scenario"]["name"]] = art
+    return dict(sorted(arts.items(), key=lambda kv: ORDER.index(kv[0]) if kv[0] in ORDER else 9))
+
+
+def _audit(model: str, arts: dict[str, dict[str, Any]], chip: str) -> tuple[Any, dict[str, Any]]:
+    config = ROOT / "examples" / "configs" / f"{model}.json"
+    specs = tuple(a["scenario"]["spec"] for a in arts.values())
+    dtype = next(iter(arts.values()))["recorded"]["dtype"]
+    return api.audit(api.ModelSpec(hf_config=str(config), dtype=dtype), api.AuditOptions(scenarios=specs, chip=chip))
+
+
+def check(folder: Path, chip: str) -> list[dict[str, Any]]:
+    rows = []
+    for model_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        arts = _artifacts(model_dir)
+        if not arts or not (ROOT / "examples" / "configs" / f"{model_dir.name}.json").is_file():
+            continue
+        _, data = _audit(model_dir.name, arts, chip)
+        for name, art in arts.items():
+            j = join(data, art, name)
+            st = j["step"]
+            plain = art["unprofiled"]["step_s"]
+            rows.append({"model": model_dir.name, "scenario": art["scenario"]["spec"],
+                         "estimated_s": st["estimated"]["step_s"], "measured_s": st["measured"]["step_s"],
+                         "measured_range_s": (min(plain), max(plain)), "error": st.get("error"),
+                         "est_device_s": st["estimated"].get("device_s"), "kernel_s": st["measured"]["device_s"],
+                         "device_error": st.get("device_error"), "distance": j["distance"],
+                         "bound": st["estimated"].get("bound"), "est_host_s": st["estimated"].get("host_s"),
+                         "host_probe_s": (art.get("host_probe") or {}).get("op_s")})
+    return rows
+
+
+def fit_host(folder: Path, model: str, chip: str) -> None:
+    arts = _artifacts(folder / model)
+    report, _ = _audit(model, arts, chip)
+    inv = report.inventory
+    tm = timing_for(inv.chip)
+    fwd = []
+    for name in ("prefill", "decode"):
+        calls = inv.calls[name]
+        n = sum(1 for c in calls if c.kind != "view")
+        fwd.append(arts[name]["unprofiled"]["median_s"] / n)
+    hf = statistics.fmean(fwd)
+    train = inv.calls["train"]
+    nf = sum(1 for c in train if c.kind != "view" and c.phase != "backward")
+    nb = sum(1 for c in train if c.kind != "view" and c.phase == "backward")
+    hb = (arts["train"]["unprofiled"]["median_s"] - nf * hf) / nb
+    print(f"{model} on {chip}: forward_call_s {hf:.3g} (prefill {fwd[0]:.3g}, decode {fwd[1]:.3g}), "
+          f"backward_call_s {hb:.3g} ({nf} forward + {nb} backward compute calls in train)")
+    host = replace(tm.host, forward_call_s=hf, backward_call_s=hb)
+    fitted = replace(tm, host=host)
+    for name in arts:
+        st = step_time(inv.calls[name], inv.chip, model=fitted)
+        print(f"  {name}: simulated {st.step_s * 1e3:.1f} ms against {arts[name]['unprofiled']['median_s'] * 1e3:.1f} ms")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("profiles", type=Path)
+    ap.add_argument("--chip", default="H200")
+    ap.add_argument("--fit-host", metavar="MODEL")
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    if args.fit_host:
+        fit_host(args.profiles, args.fit_host, args.chip)
+        return
+    rows = check(args.profiles, args.chip)
+    ms = 1e3
+    if args.markdown:
+        print("| model | scenario | estimated step | measured step (range) | error | est. device / measured kernels | share distance | bound |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            lo, hi = r["measured_range_s"]
+            print(f"| {r['model']} | {r['scenario']} | {r['estimated_s'] * ms:.1f} ms | {r['measured_s'] * ms:.1f} ms "
+                  f"({lo * ms:.1f}-{hi * ms:.1f}) | {r['error']:+.0%} | {r['est_device_s'] * ms:.1f} / {r['kernel_s'] * ms:.1f} ms "
+                  f"({r['device_error']:+.0%}) | {r['distance']:.3f} | {r['bound']} |")
+        return
+    for r in rows:
+        lo, hi = r["measured_range_s"]
+        print(f"{r['model']:15} {r['scenario']:32} est {r['estimated_s'] * ms:7.1f} ms  measured {r['measured_s'] * ms:7.1f} "
+              f"({lo * ms:.1f}-{hi * ms:.1f})  err {r['error']:+5.0%}  device {r['est_device_s'] * ms:6.1f}/{r['kernel_s'] * ms:6.1f} "
+              f"({r['device_error']:+4.0%})  distance {r['distance']:.3f}  {r['bound']}-bound")
+
+
+if __name__ == "__main__":
+    main()
