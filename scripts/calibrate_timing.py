@@ -131,7 +131,8 @@ def vector(dev: str, chip: Any) -> list[dict[str, Any]]:
             ("elementwise", f"silu bf16 {n}", lambda n=n: (rnd((n,), bf, dev),), F.silu, 4.0 * n, 4.0 * n, "bfloat16"),
             ("elementwise", f"mul fp32 {n}", lambda n=n: (rnd((n,), f32, dev), rnd((n,), f32, dev)), torch.mul, n, 12.0 * n, "float32"),
             ("copy", f"cast bf16->fp32 {n}", lambda n=n: (rnd((n,), bf, dev),), lambda a: a.float(), 0.0, 6.0 * n, "bfloat16"),
-            ("copy", f"contiguous of a transpose {r}x{c}", lambda r=r, c=c: (rnd((c, r), bf, dev).t(),), lambda a: a.contiguous(), 0.0, 4.0 * n, "bfloat16"),
+            ("strided", f"contiguous of a transpose {r}x{c}", lambda r=r, c=c: (rnd((c, r), bf, dev).t(),), lambda a: a.contiguous(), 0.0, 4.0 * n, "bfloat16"),
+            ("copy", f"clone bf16 {n}", lambda n=n: (rnd((n,), bf, dev),), torch.clone, 0.0, 4.0 * n, "bfloat16"),
             ("reduction", f"mean fp32 {r}x{c}", lambda r=r, c=c: (rnd((r, c), f32, dev),), lambda a: a.mean(-1, keepdim=True), 1.0 * n, 4.0 * n + 4.0 * r, "float32"),
             ("reduction", f"softmax fp32 {r}x{c}", lambda r=r, c=c: (rnd((r, c), f32, dev),), lambda a: torch.softmax(a, -1), 5.0 * n, 8.0 * n, "float32"),
         ]
@@ -142,6 +143,64 @@ def vector(dev: str, chip: Any) -> list[dict[str, Any]]:
         fn = rotating(lambda h=h, s=s, d=d: (rnd((1, h, s, d), bf, dev), rnd((1, h, 1, d), bf, dev)),
                       lambda past, new: torch.cat([past, new], dim=-2), nb)
         out.append(row("cat", f"kv cat 1x{h}x{s}x{d} + 1 token", device_time(fn, dev), 0.0, nb, chip, False, "bfloat16"))
+    return out
+
+
+def strided(dev: str, chip: Any) -> list[dict[str, Any]]:
+    """Ops whose inputs are strided views, as a transformer's attention makes them: the rotary multiply of a
+    head-transposed view, the concatenation of two halves of the last dim, the copy back to token-major layout."""
+    out = []
+    bf = torch.bfloat16
+    for (s_, h, d) in ((2048, 32, 128), (2048, 16, 128), (512, 32, 128), (2048, 4, 64), (8192, 32, 128)):
+        n = s_ * h * d
+        cases = [
+            ("rotary mul of a transposed view", lambda: (rnd((1, s_, h, d), bf, dev).transpose(1, 2), rnd((1, 1, s_, d), bf, dev)),
+             torch.mul, n, 6.0 * n),
+            ("cat of the halves of the last dim", lambda: (rnd((1, h, s_, d), bf, dev),),
+             lambda x: torch.cat((-x[..., d // 2:], x[..., : d // 2]), dim=-1), 0.0, 4.0 * n),
+            ("contiguous of a head transpose", lambda: (rnd((1, h, s_, d), bf, dev).transpose(1, 2),),
+             lambda x: x.contiguous(), 0.0, 4.0 * n),
+        ]
+        for name, make, call, flops, nb in cases:
+            out.append(row("strided", f"{name} 1x{h}x{s_}x{d}", device_time(rotating(make, call, nb), dev), flops, nb,
+                           chip, False, "bfloat16"))
+    return out
+
+
+def moe(dev: str, chip: Any) -> list[dict[str, Any]]:
+    """What a mixture-of-experts layer runs besides its GEMMs' dense kin: grouped GEMM, sort / top-k routing,
+    gathering rows by index and adding them back."""
+    out = []
+    bf = torch.bfloat16
+    grouped = getattr(torch, "_grouped_mm", None)
+    for (g, k, n, m) in ((64, 2048, 1024, 16384), (64, 1024, 2048, 16384), (64, 2048, 1024, 8), (8, 4096, 14336, 4096),
+                         (8, 4096, 14336, 2), (128, 4096, 1536, 32768)):
+        if grouped is None or dev == "cpu":
+            break
+        offs = torch.linspace(m / g, m, g, device=dev).round().to(torch.int32)
+        nb = 2.0 * (m * k + g * k * n + m * n)
+        fn = rotating(lambda g=g, k=k, n=n, m=m: (rnd((m, k), bf, dev), rnd((g, k, n), bf, dev)),
+                      lambda a, b, offs=offs: grouped(a, b, offs=offs), nb)
+        out.append(row("grouped_matmul", f"grouped_mm {m}x{k} @ {g}x{k}x{n}", device_time(fn, dev), 2.0 * m * k * n, nb,
+                       chip, True, "bfloat16"))
+    for (t, e, k) in ((2048, 64, 8), (1, 64, 8), (4096, 128, 8), (2048, 8, 2)):
+        logits = rnd((t, e), torch.float32, dev)
+        out.append(row("sort", f"topk {t}x{e} k={k}", device_time(lambda lg=logits, k=k: torch.topk(lg, k, dim=-1), dev),
+                       0.0, 4.0 * t * e + 12.0 * t * k, chip, False, "float32"))
+        idx = torch.randint(0, e, (t * k,), device=dev)
+        out.append(row("sort", f"sort {t * k} expert ids", device_time(lambda i=idx: torch.sort(i), dev), 0.0,
+                       24.0 * t * k, chip, False, "float32"))
+    for (rows_, hid, picks) in ((2048, 2048, 16384), (1, 2048, 8), (4096, 4096, 32768), (2048, 4096, 4096)):
+        nb = 2.0 * 2 * picks * hid + 8.0 * picks
+        fn = rotating(lambda r=rows_, h=hid, p=picks: (rnd((r, h), bf, dev), torch.randint(0, r, (p,), device=dev)),
+                      lambda x, i: x[i], nb)
+        out.append(row("gather", f"index rows {picks} of {rows_}x{hid}", device_time(fn, dev), 0.0, nb, chip, False, "bfloat16"))
+        nb2 = 2.0 * 3 * picks * hid + 8.0 * picks
+        fn2 = rotating(lambda r=rows_, h=hid, p=picks: (rnd((r, h), bf, dev), torch.randint(0, r, (p,), device=dev),
+                                                        rnd((p, h), bf, dev)),
+                       lambda x, i, v: x.index_add(0, i, v), nb2)
+        out.append(row("scatter", f"index_add {picks} rows into {rows_}x{hid}", device_time(fn2, dev), picks * hid, nb2,
+                       chip, False, "bfloat16"))
     return out
 
 
@@ -183,7 +242,7 @@ def main() -> None:
     args = ap.parse_args()
     chip = get_chip(args.chip)
     dev = args.device
-    rows = gemms(dev, chip) + attention(dev, chip) + vector(dev, chip)
+    rows = gemms(dev, chip) + attention(dev, chip) + vector(dev, chip) + strided(dev, chip) + moe(dev, chip)
     data = {"chip": chip.name, "device": dev,
             "device_name": torch.cuda.get_device_name() if dev != "cpu" else "cpu",
             "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "floors": floors(dev), "rows": rows}

@@ -19,6 +19,7 @@ from npuport.cost.timing import (
     StepTime,
     TimingModel,
     call_device_s,
+    is_strided,
     op_class,
     simulate,
     sync_ops,
@@ -117,7 +118,11 @@ def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
         c.roofline_s = roof
         c.costed_on = chip.name
         c.time_s = call_device_s(model, chip, op_class(base_name(c.op), c.kind), c.cost.flops, c.cost.bytes,
-                                 c.cost.dtype, c.cost.matrix)
+                                 c.cost.dtype, c.cost.matrix, _strided(c))
+
+
+def _strided(c: ReportedCall) -> bool:
+    return any(is_strided(t.shape, t.stride) for t in c.inputs)
 
 
 def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "eager",
@@ -130,7 +135,7 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
     for c in calls:
         base = base_name(c.op)
         dev = c.time_s if chip.name == c.costed_on and model is timing_for(chip) else call_device_s(
-            model, chip, op_class(base, c.kind), c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)
+            model, chip, op_class(base, c.kind), c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix, _strided(c))
         issued.append(Issued(dev, c.kind == "view", c.phase == "backward", base in syncing))
     return simulate(model, issued, mode)
 

@@ -90,6 +90,25 @@ def class_of_op() -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=1)
+def strided_classes() -> frozenset[str]:
+    return frozenset(_data()["strided_classes"])
+
+
+def is_strided(shape: tuple[int, ...], stride: tuple[int, ...] | None) -> bool:
+    """A view whose elements are not dense in row-major order once broadcast (stride 0) and size-1 dims are set
+    aside: a transposed or sliced tensor, whose kernels read memory with gaps."""
+    if stride is None:
+        return False
+    dims = [(n, st) for n, st in zip(shape, stride) if n != 1 and st != 0]
+    expect = 1
+    for n, st in reversed(dims):
+        if st != expect:
+            return True
+        expect *= n
+    return False
+
+
+@functools.lru_cache(maxsize=1)
 def sync_ops() -> frozenset[str]:
     return frozenset(_data()["sync_ops"]["ops"])
 
@@ -135,11 +154,11 @@ def _timing(name: str, family: str) -> TimingModel:
 
 
 def call_device_s(model: TimingModel, chip: ChipProfile, cls: str, flops: float, nbytes: float, dtype: str,
-                  matrix: bool) -> float:
-    """Device seconds of one call of class `cls` (0 for a view)."""
+                  matrix: bool, strided: bool = False) -> float:
+    """Device seconds of one call of class `cls` (0 for a view); `strided`: an input is a strided view."""
     if cls == "view":
         return 0.0
-    r = model.rates(cls)
+    r = model.rates("strided" if strided and cls in strided_classes() and "strided" in model.classes else cls)
     compute = flops / (chip.peak_flops(dtype, matrix) * r.compute) if flops else 0.0
     memory = nbytes / (chip.memory_bandwidth * r.memory) if nbytes else 0.0
     return max(compute, memory) + r.fixed_s

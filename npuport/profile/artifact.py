@@ -51,7 +51,8 @@ def to_artifact(trace: Trace) -> dict[str, Any]:
     total_dev = sum(s.device_us for s in trace.ops.values())
     rows: list[dict[str, Any]] = [{"op": name, "calls": s.calls, "host_s": s.host_us * _US, "device_s": s.device_us * _US,
              "share": s.device_us / total_dev if total_dev else 0.0,
-             "parents": {p: t * _US for p, t in sorted(s.parents.items()) if t}, "kernels": _kernels(s)}
+             "parents": {p: t * _US for p, t in sorted(s.parents.items()) if t}, "kernels": _kernels(s),
+             "parent_calls": dict(sorted(s.parent_calls.items()))}
             for name, s in trace.ops.items()]
     rows.sort(key=lambda r: (-r["device_s"], r["op"]))
     steps = [{"name": s["name"], "wall_s": s["wall_us"] * _US, "kernel_s": s["kernel_us"] * _US,

@@ -34,11 +34,14 @@ def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float
     unmatched ops per step (a recorded profile holds several steps; the audit estimates one)."""
     per = 1.0 / steps_in(profile)
     parents: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    by_calls: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # where an op sits, by calls
     calls: dict[str, int] = defaultdict(int)
     for r in profile["ops"]:
         calls[base(r["op"])] += int(r.get("calls", 0))
         for p, t in (r.get("parents") or {"": r["device_s"]}).items():
             parents[base(r["op"])][base(p) if p else ""] += t * per
+        for p, n in (r.get("parent_calls") or {}).items():
+            by_calls[base(r["op"])][base(p) if p else ""] += n
     calls = {b: round(c * per) for b, c in calls.items()}
     measured: dict[str, float] = defaultdict(float)
     only: dict[str, float] = defaultdict(float)
@@ -47,11 +50,14 @@ def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float
         if op in audited:
             measured[op] += t
             return
-        if op == "" or depth > _DEPTH or op not in parents:
+        if op == "" or depth > _DEPTH or (op not in parents and op not in by_calls):
             only[origin] += t
             return
         split = parents[op]
         total = sum(split.values())
+        if not total and by_calls.get(op):  # an op without kernels of its own: its parents by calls
+            split = by_calls[op]
+            total = sum(split.values())
         for p, pt in split.items():
             place(p, t * pt / total if total else 0.0, origin, depth + 1)
 

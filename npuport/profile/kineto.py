@@ -41,6 +41,7 @@ class OpStats:
     device_us: float = 0.0  # kernels attributed to it (self CPU time on a CPU run)
     parents: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # immediate parent op -> device_us
     kernels: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # device kernel name -> device_us
+    parent_calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # immediate parent op -> calls
 
 
 @dataclass
@@ -247,6 +248,7 @@ def read_trace(path: str | Path) -> Trace:
             st.host_us += self_us
             st.device_us += dev
             st.parents[flat[parent][0] if parent >= 0 else ""] += dev
+            st.parent_calls[flat[parent][0] if parent >= 0 else ""] += 1
             for kn, t in kernel_names.get(k, {}).items():
                 st.kernels[kn] += t
     if unattributed:
