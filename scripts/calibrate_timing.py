@@ -131,7 +131,7 @@ def vector(dev: str, chip: Any) -> list[dict[str, Any]]:
             ("elementwise", f"silu bf16 {n}", lambda n=n: (rnd((n,), bf, dev),), F.silu, 4.0 * n, 4.0 * n, "bfloat16"),
             ("elementwise", f"mul fp32 {n}", lambda n=n: (rnd((n,), f32, dev), rnd((n,), f32, dev)), torch.mul, n, 12.0 * n, "float32"),
             ("copy", f"cast bf16->fp32 {n}", lambda n=n: (rnd((n,), bf, dev),), lambda a: a.float(), 0.0, 6.0 * n, "bfloat16"),
-            ("strided", f"contiguous of a transpose {r}x{c}", lambda r=r, c=c: (rnd((c, r), bf, dev).t(),), lambda a: a.contiguous(), 0.0, 4.0 * n, "bfloat16"),
+            ("strided_copy", f"contiguous of a transpose {r}x{c}", lambda r=r, c=c: (rnd((c, r), bf, dev).t(),), lambda a: a.contiguous(), 0.0, 4.0 * n, "bfloat16"),
             ("copy", f"clone bf16 {n}", lambda n=n: (rnd((n,), bf, dev),), torch.clone, 0.0, 4.0 * n, "bfloat16"),
             ("reduction", f"mean fp32 {r}x{c}", lambda r=r, c=c: (rnd((r, c), f32, dev),), lambda a: a.mean(-1, keepdim=True), 1.0 * n, 4.0 * n + 4.0 * r, "float32"),
             ("reduction", f"softmax fp32 {r}x{c}", lambda r=r, c=c: (rnd((r, c), f32, dev),), lambda a: torch.softmax(a, -1), 5.0 * n, 8.0 * n, "float32"),
@@ -162,7 +162,8 @@ def strided(dev: str, chip: Any) -> list[dict[str, Any]]:
              lambda x: x.contiguous(), 0.0, 4.0 * n),
         ]
         for name, make, call, flops, nb in cases:
-            out.append(row("strided", f"{name} 1x{h}x{s_}x{d}", device_time(rotating(make, call, nb), dev), flops, nb,
+            cls = "strided_cat" if name.startswith("cat") else "strided_copy" if name.startswith("contiguous") else "strided"
+            out.append(row(cls, f"{name} 1x{h}x{s_}x{d}", device_time(rotating(make, call, nb), dev), flops, nb,
                            chip, False, "bfloat16"))
     return out
 
@@ -177,8 +178,11 @@ def moe(dev: str, chip: Any) -> list[dict[str, Any]]:
                          (8, 4096, 14336, 2), (128, 4096, 1536, 32768)):
         if grouped is None or dev == "cpu":
             break
-        offs = torch.linspace(m / g, m, g, device=dev).round().to(torch.int32)
-        nb = 2.0 * (m * k + g * k * n + m * n)
+        # group ends: every row in its own group while there are fewer rows than experts (a decode token's top-k)
+        ends = [min(i + 1, m) for i in range(g)] if m < g else [round(m * (i + 1) / g) for i in range(g)]
+        offs = torch.tensor(ends, dtype=torch.int32, device=dev)
+        active = min(g, m)  # experts that get a row: the only weights read (rows spread evenly over the experts)
+        nb = 2.0 * (m * k + active * k * n + m * n)
         fn = rotating(lambda g=g, k=k, n=n, m=m: (rnd((m, k), bf, dev), rnd((g, k, n), bf, dev)),
                       lambda a, b, offs=offs: grouped(a, b, offs=offs), nb)
         out.append(row("grouped_matmul", f"grouped_mm {m}x{k} @ {g}x{k}x{n}", device_time(fn, dev), 2.0 * m * k * n, nb,

@@ -194,6 +194,13 @@ def _bytes(name: str, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta
         # the table is read only where indexed: as many elements as the output, plus the indices
         read = written + sum(i.distinct_numel * itemsize(i.dtype) for i in inputs[1:])
         return read + written
+    if name == "_grouped_mm" and len(inputs) >= 2 and len(inputs[0].shape) == 2 and len(inputs[1].shape) == 3:
+        # experts' weights (G, K, N) are read only for the groups that get rows: with fewer rows than experts (a
+        # decode token's top-k) at most one expert per row, the rest of the weight tensor is never touched
+        rows, groups = inputs[0].shape[0], inputs[1].shape[0]
+        w = inputs[1].distinct_numel * itemsize(inputs[1].dtype) * min(groups, rows) / max(groups, 1)
+        rest = sum(i.distinct_numel * itemsize(i.dtype) for k, i in enumerate(inputs) if k != 1)
+        return int(rest + w) + written
     read = sum(i.distinct_numel * itemsize(i.dtype) for i in inputs)
     return read + written
 

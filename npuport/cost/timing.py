@@ -158,7 +158,9 @@ def call_device_s(model: TimingModel, chip: ChipProfile, cls: str, flops: float,
     """Device seconds of one call of class `cls` (0 for a view); `strided`: an input is a strided view."""
     if cls == "view":
         return 0.0
-    r = model.rates("strided" if strided and cls in strided_classes() and "strided" in model.classes else cls)
+    if strided and cls in strided_classes():
+        cls = next((c for c in (f"strided_{cls}", "strided") if c in model.classes), cls)
+    r = model.rates(cls)
     compute = flops / (chip.peak_flops(dtype, matrix) * r.compute) if flops else 0.0
     memory = nbytes / (chip.memory_bandwidth * r.memory) if nbytes else 0.0
     return max(compute, memory) + r.fixed_s

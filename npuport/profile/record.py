@@ -20,6 +20,7 @@ available where this was written, so that branch has run only against the CPU st
 from __future__ import annotations
 
 import contextlib
+import gc
 import gzip
 import os
 import shutil
@@ -171,7 +172,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
             model.module.train(False)
         with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)
-    plain = _timed_steps(model, sc, inputs, dev, steps, progress, restore)
+    plain = _timed_steps(model, sc, inputs, dev, max(steps, 5), progress, restore)
     probe = host_probe(dev)
     art = to_artifact(read_trace(final))
     art["scenario"] = sc.to_json() | {"spec": sc.spec()}
@@ -180,7 +181,8 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
                        "torch": torch.__version__, "dtype": model.dtype, "model": model.name}
     art["unprofiled"] = {"step_s": plain, "median_s": statistics.median(plain),
                          "what": "wall time per step (synchronized) of the same steps run again without the profiler, "
-                                 "whose own per-op cost inflates the host side of the traced steps"}
+                                 "whose own per-op cost inflates the host side of the traced steps (Python's garbage "
+                                 "collector collected before, paused during each step)"}
     art["host_probe"] = {"op_s": probe, "what": "host seconds per eager torch.add of 8 elements on the device, "
                                                  "timed right after the steps: how fast this host dispatches"}
     if mod is not None and hasattr(mod, "max_memory_allocated"):
@@ -197,14 +199,19 @@ def _timed_steps(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str, ste
     try:
         with model.mode, real_path(), quiet_transformers(), quiet_torch_logs(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            gc.collect()  # the profiler's freed events must not be collected inside a timed step
             for i in range(steps):
                 if progress:
                     progress(f"~{sc.name}: timing step {i + 1}/{steps} without the profiler")
                 synchronize(dev)
-                t0 = time.perf_counter()
-                _step(model, sc, inputs)
-                synchronize(dev)
-                out.append(time.perf_counter() - t0)
+                gc.disable()
+                try:
+                    t0 = time.perf_counter()
+                    _step(model, sc, inputs)
+                    synchronize(dev)
+                    out.append(time.perf_counter() - t0)
+                finally:
+                    gc.enable()
                 if restore:
                     _restore_cache(inputs, sc.past)
     finally:
