@@ -10,10 +10,12 @@ Only npuport.cli imports this module; nothing below it in the layers does.
     bench(BenchSource, BenchRun)              -> (BenchReport, its JSON form)
     profile_import(trace path)                -> the profile artifact (npuport.profile/1); audit joins it with --profile
     profile_record(ModelSpec, RecordOptions)  -> one Recorded (artifact + raw trace) per scenario, run for real
+    profile_compare(base, new, audit json)    -> the two profiles side by side (npuport.profile-compare/1)
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -40,6 +42,7 @@ from npuport.parity.run import ParityResult, is_artifact_path, record, run_parit
 from npuport.parity.session import RunOptions, Target
 from npuport.parity.tolerances import load_tolerances
 from npuport.profile.artifact import import_trace, load_artifact
+from npuport.profile.compare import compare as _compare_profiles
 from npuport.profile.join import join as join_profile
 from npuport.profile.record import Recorded, record_scenario, resolve_device
 from npuport.rules import fail_on
@@ -108,6 +111,31 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
             joins.append(join_profile(data, art, scenario))
         data["profile"] = joins
     return report, data
+
+
+def _profile_at(path: str) -> dict[str, Any]:
+    """A profile artifact, or anything `profile import` reads (imported on the fly)."""
+    p = Path(path)
+    if p.is_file() and p.suffix == ".json" and not p.name.endswith(".trace.json"):
+        head = p.open("rb").read(4096)
+        if b'"npuport.profile/' in head:
+            return load_artifact(p)
+    return import_trace(p)
+
+
+def profile_compare(base: str, new: str, audit_json: str | None = None) -> dict[str, Any]:
+    """Two measured profiles side by side (npuport.profile.compare); `audit_json` names the fused ops expected."""
+    audit = None
+    if audit_json:
+        try:
+            audit = json.loads(Path(audit_json).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise NpuportError(f"cannot read the audit JSON {audit_json}", "a file from `npuport audit --json-out`",
+                               f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(audit, dict) or not str(audit.get("schema", "")).startswith("npuport.audit/"):
+            raise NpuportError(f"{audit_json} is not an audit JSON", "schema npuport.audit/1",
+                               str(audit.get("schema") if isinstance(audit, dict) else type(audit).__name__))
+    return _compare_profiles(_profile_at(base), _profile_at(new), audit)
 
 
 @dataclass(frozen=True)

@@ -57,18 +57,24 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
         arts = _artifacts(model_dir)
         if not arts or not (ROOT / "examples" / "configs" / f"{model_dir.name}.json").is_file():
             continue
-        _, data = _audit(model_dir.name, arts, chip)
+        report, data = _audit(model_dir.name, arts, chip)
+        inv = report.inventory
+        tm = timing_for(inv.chip)
         for name, art in arts.items():
             j = join(data, art, name)
             st = j["step"]
             plain = art["unprofiled"]["step_s"]
+            probe = (art.get("host_probe") or {}).get("op_s")
+            on_host = (step_time(inv.calls[name], inv.chip, model=replace(tm, host=tm.host.scaled(probe))).step_s
+                       if probe else None)
             rows.append({"model": model_dir.name, "scenario": art["scenario"]["spec"],
                          "estimated_s": st["estimated"]["step_s"], "measured_s": st["measured"]["step_s"],
                          "measured_range_s": (min(plain), max(plain)), "error": st.get("error"),
                          "est_device_s": st["estimated"].get("device_s"), "kernel_s": st["measured"]["device_s"],
                          "device_error": st.get("device_error"), "distance": j["distance"],
                          "bound": st["estimated"].get("bound"), "est_host_s": st["estimated"].get("host_s"),
-                         "host_probe_s": (art.get("host_probe") or {}).get("op_s")})
+                         "host_probe_s": probe, "estimated_on_host_s": on_host,
+                         "error_on_host": on_host / st["measured"]["step_s"] - 1.0 if on_host else None})
     return rows
 
 
@@ -109,18 +115,20 @@ def main() -> None:
     rows = check(args.profiles, args.chip)
     ms = 1e3
     if args.markdown:
-        print("| model | scenario | estimated step | measured step (range) | error | est. device / measured kernels | share distance | bound |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| model | scenario | measured step (range) | estimated | error | for the run's host (probe) | error | "
+              "est. device / measured kernels | share distance | bound |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             lo, hi = r["measured_range_s"]
-            print(f"| {r['model']} | {r['scenario']} | {r['estimated_s'] * ms:.1f} ms | {r['measured_s'] * ms:.1f} ms "
-                  f"({lo * ms:.1f}-{hi * ms:.1f}) | {r['error']:+.0%} | {r['est_device_s'] * ms:.1f} / {r['kernel_s'] * ms:.1f} ms "
-                  f"({r['device_error']:+.0%}) | {r['distance']:.3f} | {r['bound']} |")
+            print(f"| {r['model']} | {r['scenario']} | {r['measured_s'] * ms:.1f} ms ({lo * ms:.1f}-{hi * ms:.1f}) | "
+                  f"{r['estimated_s'] * ms:.1f} ms | {r['error']:+.0%} | {r['estimated_on_host_s'] * ms:.1f} ms "
+                  f"({r['host_probe_s'] * 1e6:.1f} µs) | {r['error_on_host']:+.0%} | {r['est_device_s'] * ms:.1f} / "
+                  f"{r['kernel_s'] * ms:.1f} ms ({r['device_error']:+.0%}) | {r['distance']:.3f} | {r['bound']} |")
         return
     for r in rows:
         lo, hi = r["measured_range_s"]
         print(f"{r['model']:15} {r['scenario']:32} est {r['estimated_s'] * ms:7.1f} ms  measured {r['measured_s'] * ms:7.1f} "
-              f"({lo * ms:.1f}-{hi * ms:.1f})  err {r['error']:+5.0%}  device {r['est_device_s'] * ms:6.1f}/{r['kernel_s'] * ms:6.1f} "
+              f"({lo * ms:.1f}-{hi * ms:.1f})  err {r['error']:+5.0%}  host-scaled err {r['error_on_host']:+5.0%}  device {r['est_device_s'] * ms:6.1f}/{r['kernel_s'] * ms:6.1f} "
               f"({r['device_error']:+4.0%})  distance {r['distance']:.3f}  {r['bound']}-bound")
 
 

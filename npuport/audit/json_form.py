@@ -95,6 +95,8 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
         },
         "chip": inv.chip.name,
         "chip_description": inv.chip.description,
+        "chip_rates": {"memory_bandwidth": inv.chip.memory_bandwidth, "matrix_peak": dict(inv.chip.matrix_peak),
+                       "vector_peak": inv.chip.vector_peak},
         "baseline_chip": report.baseline_chip,
         "torch_npu": report.torch_npu,
         "environment": {"torch": torch.__version__, "python": platform.python_version()},

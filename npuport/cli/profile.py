@@ -11,7 +11,7 @@ import click
 
 from npuport.cli.common import check_new, handle_errors
 from npuport.cli.lazy import Command, Group
-from npuport.cli.options import quiet_debug, scenario_option
+from npuport.cli.options import quiet_debug, report_options, scenario_option, top_option, wide_option
 
 
 @click.group("profile", cls=Group)
@@ -87,3 +87,28 @@ def import_trace(output: str, force: bool, **_: Any) -> None:
       npuport profile import run.sqlite -o nsys.profile.json
     """
     check_new([output], force)
+
+
+@profile.command("compare", cls=Command, impl="npuport.cli.profile_impl:compare")
+@click.argument("base", type=click.Path())
+@click.argument("new", type=click.Path())
+@click.option("--audit", "audit_json", metavar="AUDIT.json", type=click.Path(dir_okay=False),
+              help="The audit JSON of the model (`npuport audit --json-out`): each row names the fused op it expected.")
+@report_options(("text", "json", "markdown", "csv"))
+@top_option(25)
+@wide_option
+@quiet_debug
+@handle_errors
+def compare(output: str | None, json_out: str | None, force: bool, **_: Any) -> None:
+    """BASE and NEW side by side: each a profile artifact (`profile record` / `profile import`) or anything `profile
+    import` reads (a Kineto trace, an Ascend profiler folder, an Nsight SQLite export). Per step: wall, compute,
+    communication, memory and host / idle time; per aten op and module (where both profiles name modules) the time
+    per step on each side, worst regressions first, with the kernels that ran on each side.
+
+    \b
+    Examples:
+      npuport profile compare cuda/decode.profile.json npu/decode.profile.json
+      npuport profile compare run1.profile.json run2.profile.json --format markdown -o diff.md
+      npuport profile compare cuda.profile.json host_1_ascend_pt --audit audit.json --top 40
+    """
+    check_new([output, json_out], force)

@@ -3,13 +3,28 @@ written as JSON, a one-line summary on stderr."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
+from typing import Any
+
+from rich.console import Console
 
 from npuport import api
 from npuport.api import ModelSpec, RecordOptions
-from npuport.cli.common import handle_errors, progress_printer, say, write_output
+from npuport.cli.common import (
+    as_json,
+    emit,
+    export_text,
+    handle_errors,
+    pick_format,
+    progress_printer,
+    say,
+    text_width,
+    write_output,
+)
 from npuport.render.fmt import fmt_time
+from npuport.render.profile_compare import render_csv, render_markdown, render_text
 
 
 @handle_errors
@@ -38,3 +53,23 @@ def record(model: str | None, hf_config: str | None, entry: str | None, scenario
         say(quiet, f"wrote {path} and {rec.trace_path.name}: {rec.scenario.spec()}, step {fmt_time(wall)} wall, "
                    f"{fmt_time(kern)} {'kernels' if rec.artifact['device'] != 'cpu' else 'busy'} "
                    f"(mean of {len(steps_)})")
+
+
+@handle_errors
+def compare(base: str, new: str, audit_json: str | None, fmt: str | None, output: str | None, json_out: str | None,
+            force: bool, top: int, wide: bool, quiet: bool, debug: bool) -> None:
+    fmt = pick_format(fmt, output, ("text", "json", "markdown", "csv"))
+    data: dict[str, Any] = api.profile_compare(base, new, audit_json)
+    text_json = as_json(data)
+    if fmt == "json":
+        text = text_json
+    elif fmt == "markdown":
+        text = render_markdown(data)
+    elif fmt == "csv":
+        text = render_csv(data)
+    else:
+        console = Console(record=True, width=text_width(wide, output), file=io.StringIO())
+        render_text(data, console, top, wide=wide)
+        text = export_text(console, output)
+    emit(text, output, force, quiet, fmt, json_text=text_json, json_out=json_out,
+         protected=[Path(p) for p in (base, new, audit_json) if p])

@@ -38,6 +38,15 @@ class HostCosts:
     backward_call_s: float
     view_call_s: float
     graph_launch_s: float
+    reference_probe_s: float | None = None  # host probe (s per tiny eager op) of the host these costs were fit on
+
+    def scaled(self, probe_s: float) -> HostCosts:
+        """These costs on a host whose probe reads `probe_s` (linear in the probe; unchanged without a reference)."""
+        if not self.reference_probe_s:
+            return self
+        f = probe_s / self.reference_probe_s
+        return HostCosts(self.forward_call_s * f, self.backward_call_s * f, self.view_call_s * f,
+                         self.graph_launch_s * f, probe_s)
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,7 @@ def _model(name: str, raw: dict[str, Any], status: str, source: str) -> TimingMo
     h = raw["host"]
     return TimingModel(name, status, source, classes,
                        HostCosts(float(h["forward_call_s"]), float(h["backward_call_s"]), float(h["view_call_s"]),
-                                 float(h["graph_launch_s"])))
+                                 float(h["graph_launch_s"]), h.get("reference_probe_s")))
 
 
 def timing_for(chip: ChipProfile) -> TimingModel:

@@ -29,6 +29,23 @@ def op_class(op: str, kind: str = "compute") -> str:
     return timing_class(base(op).partition("::")[2] or op, kind)
 
 
+_ALIASES = {"aten::_index_put_impl": "aten::index_put"}  # what the kernel-launching op is, for the op the audit lists
+
+
+def _alias(op: str, audited: set[str]) -> str:
+    """The audited op a measured op that the audit does not list stands for: its in-place / out-of-place twin
+    (`add_` ~ `add`: gradient accumulation, cache updates), a known implementation op, or, for an attention kernel
+    (a backend's forward or backward the audit records as `scaled_dot_product_attention`), the audit's attention."""
+    for cand in (op.rstrip("_"), op + "_", _ALIASES.get(op.rstrip("_"), "")):
+        if cand in audited:
+            return cand
+    if op_class(op) == "attention":
+        fused = [a for a in audited if op_class(a) == "attention"]
+        if len(fused) == 1:
+            return fused[0]
+    return op
+
+
 def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float], dict[str, int], dict[str, float]]:
     """Measured device time per step per audit op name (base names), measured calls per step, and the time of
     unmatched ops per step (a recorded profile holds several steps; the audit estimates one)."""
@@ -62,9 +79,10 @@ def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float
             place(p, t * pt / total if total else 0.0, origin, depth + 1)
 
     for b, split in parents.items():
+        name = b if b in audited else _alias(b, audited)
         for p, t in split.items():
-            if b in audited:
-                measured[b] += t
+            if name in audited:
+                measured[name] += t
             elif t:
                 place(p, t, b, 0)
     return measured, calls, only

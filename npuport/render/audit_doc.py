@@ -201,8 +201,13 @@ def summary(data: dict[str, Any]) -> Section:
 def step_time_table(data: dict[str, Any]) -> Table:
     names = [s["name"] for s in data["scenarios"]]
     target, base = data["chip"], data.get("baseline_chip")
-    cols = [Column("estimated step time (roofline lower bound)")] + [Column(n, "right") for n in names]
+    mode = {s.get("step", {}).get("mode", "eager") for s in data["scenarios"]}
+    cols = [Column(f"estimated step time ({'/'.join(sorted(mode))}: device + host, mappings/timing.yaml)")] + \
+        [Column(n, "right") for n in names]
     rows = [[f"{target} (target)"] + [fmt_time(s["estimated_time_s_by_chip"][target]) for s in data["scenarios"]]]
+    if all("step" in s for s in data["scenarios"]):
+        rows.append([f"  bound on {target}"] + [f"{s['step']['bound']} ({fmt_time(s['step']['host_s'])} host, "
+                                                  f"{fmt_time(s['step']['device_s'])} device)" for s in data["scenarios"]])
     if base and base != target and all(base in s["estimated_time_s_by_chip"] for s in data["scenarios"]):
         rows.append([f"{base} (from)"] + [fmt_time(s["estimated_time_s_by_chip"][base]) for s in data["scenarios"]])
         ratios = []
@@ -216,7 +221,7 @@ def step_time_table(data: dict[str, Any]) -> Table:
 def scenarios_section(data: dict[str, Any]) -> Section:
     sec = Section("scenarios", "Scenarios")
     cols = [Column("scenario"), Column("shape"), Column("compute ops", "right"), Column("FLOPs", "right"),
-            Column("bytes", "right"), Column("estimated time", "right")]
+            Column("bytes", "right"), Column("device time", "right"), Column("roofline bound", "right", priority=2)]
     rows = []
     for s in data["scenarios"]:
         shape = f"batch {s['batch']} x {s['seq']} tokens" + (", forward + backward" if s["kind"] == "train" else "")
@@ -224,9 +229,9 @@ def scenarios_section(data: dict[str, Any]) -> Section:
             shape += (f", no cache: re-runs the {s['past'] + s['seq']}-token context" if s.get("recompute")
                       else f", cache of {s['past']} tokens")
         rows.append([s["name"], shape, fmt_count(s["compute_calls"]), fmt_si(s["flops"], "FLOP"), fmt_si(s["bytes"], "B"),
-                     fmt_time(s["estimated_time_s"])])
+                     fmt_time(s["estimated_time_s"]), fmt_time(s["roofline_time_s"]) if "roofline_time_s" in s else "-"])
     for f in data.get("failed_scenarios", []):
-        rows.append([f["name"], f"could not be traced: {f['reason']}", "", "", "", ""])
+        rows.append([f["name"], f"could not be traced: {f['reason']}", "", "", "", "", ""])
     sec.tables.append(Table("scenarios", "", cols, rows))
     return sec
 
@@ -325,7 +330,7 @@ def chips_section(data: dict[str, Any]) -> Section:
     for chip in data["scenarios"][0]["estimated_time_s_by_chip"] if data["scenarios"] else []:
         mark = " (target)" if chip == data["chip"] else " (from)" if chip == data.get("baseline_chip") else ""
         rows.append([chip + mark] + [fmt_time(s["estimated_time_s_by_chip"][chip]) for s in data["scenarios"]])
-    sec = Section("chips", "Estimated step time per chip (roofline lower bound)")
+    sec = Section("chips", "Estimated step time per chip (device + host; mappings/timing.yaml)")
     sec.tables.append(Table("chips", "", cols, rows))
     return sec
 
@@ -537,12 +542,24 @@ def profile_section(data: dict[str, Any]) -> Section | None:
     sec = Section("profile", "Measured against estimated")
     for j in joins:
         sc = j["scenario"]
-        sec.lines.append(f"{sc}: measured {fmt_time(j['measured_s'])} on {j['device']} ({j['device_time']}, {j['source']}) "
-                         f"against {fmt_time(j['estimated_s'])} estimated on {data['chip']} ({_ratio(j['ratio'])}); "
-                         f"time-share distance {j['distance']:.3f} (half L1)")
-        for st in j.get("steps", []):
+        if j.get("shape_note"):
+            sec.lines.append(f"{sc}: warning: {j['shape_note']}")
+        step = j.get("step") or {}
+        est, meas = step.get("estimated") or {}, step.get("measured") or {}
+        if meas.get("step_s"):
+            err = f" ({step['error']:+.0%})" if step.get("error") is not None else ""
+            sec.lines.append(f"{sc}: step {fmt_time(meas['step_s'])} measured ({meas.get('step_from')}) against "
+                             f"{fmt_time(est.get('step_s', 0.0))} estimated on {data['chip']}{err}; device "
+                             f"{fmt_time(meas.get('device_s', 0.0))} measured per step against "
+                             f"{fmt_time(est.get('device_s', j['estimated_s']))} estimated"
+                             + (f" ({step['device_error']:+.0%})" if step.get("device_error") is not None else "")
+                             + (f"; estimated {est['bound']}-bound" if est.get("bound") else ""))
+        sec.lines.append(f"{sc}: ops measured {fmt_time(j['measured_s'])} per step on {j['device']} ({j['device_time']}, "
+                         f"{j['source']}) against {fmt_time(j['estimated_s'])} estimated on {data['chip']} "
+                         f"({_ratio(j['ratio'])}); time-share distance {j['distance']:.3f} (half L1)")
+        for st in j.get("steps", [])[:5]:
             sec.lines.append(f"{st['name']}: wall {fmt_time(st['wall_s'])}, busy {fmt_time(st['kernel_s'])}, "
-                             f"idle {fmt_time(st['idle_s'])}")
+                             f"idle {fmt_time(st['idle_s'])}" + (f", host {fmt_time(st['host_s'])}" if st.get("host_s") else ""))
         rows = [[r["op"], fmt_time(r["estimated_s"]), fmt_time(r["measured_s"]), _ratio(r["ratio"]),
                  fmt_share(r["estimated_share"]), fmt_share(r["measured_share"])] for r in j["ops"]]
         sec.tables.append(Table(f"profile_{sc}", f"Per op ({sc})",
@@ -554,6 +571,14 @@ def profile_section(data: dict[str, Any]) -> Section | None:
                                  Column("ratio", "right")],
                                 [[c["class"], fmt_time(c["estimated_s"]), fmt_time(c["measured_s"]), _ratio(c["ratio"])]
                                  for c in j["classes"]]))
+        if j.get("modules"):
+            sec.tables.append(Table(f"profile_modules_{sc}", f"Per module ({sc})",
+                                    [Column("module", kind="code", essential=True), Column("estimated", "right"),
+                                     Column("measured", "right"), Column("est share", "right", priority=1),
+                                     Column("measured share", "right", priority=1)],
+                                    [[m["module"], fmt_time(m["estimated_s"]), fmt_time(m["measured_s"]),
+                                      fmt_share(m["estimated_share"]), fmt_share(m["measured_share"])]
+                                     for m in j["modules"]], limit=15, more="{n} more modules: --top 0 for all"))
         only = ", ".join(f"{r['op']} ({fmt_share(r['measured_share'])})" for r in j["only_in_profile"]) or "none"
         sec.after.append(f"{sc}: only in the profile: {only}")
         sec.after.append(f"{sc}: only in the audit: {', '.join(j['only_in_audit']) or 'none'}")

@@ -134,7 +134,7 @@ def ops_chart(data: dict[str, Any], top: int = 20) -> str:
     title = f"Time share per operator and scenario (top {len(ops)} of {len(compute)} compute ops)"
     svg = grouped_bars("chart-ops", title, f"share of the scenario's estimated step time on {data['chip']}",
                        [o["op"] for o in ops], names, values, tips)
-    return _figure(svg, "Each bar is one operator's share of one scenario's estimated time (roofline lower bound), "
+    return _figure(svg, "Each bar is one operator's share of one scenario's estimated device time (mappings/timing.yaml), "
                         "ops ordered by their mean share over the scenarios; hover a bar for its time, calls and bound.")
 
 
@@ -197,9 +197,8 @@ def _decade(k: int, unit: str) -> str:
 
 
 def roofline_chart(data: dict[str, Any]) -> str:
-    """Ops on the target chip's roofline. The JSON carries no peak or bandwidth figure, so the ceiling is read from
-    the ops themselves: every op's estimated time is max(FLOPs / peak, bytes / bandwidth), so bytes / time of a
-    memory-bound op is the bandwidth and FLOPs / time of a compute-bound op the peak it ran against."""
+    """Ops on the target chip's roofline: the ceiling from the JSON's chip_rates (older JSON without them: read from
+    the ops, the largest bytes / time and FLOPs / time)."""
     names = [s["name"] for s in data["scenarios"]]
     pts: list[_Point] = []
     bw, peak_m, peak_v, no_flops = 0.0, 0.0, 0.0, set()
@@ -232,6 +231,12 @@ def roofline_chart(data: dict[str, Any]) -> str:
     if not pts or bw <= 0:
         return ""
     peak = max(peak_m, peak_v)
+    rates = data.get("chip_rates")
+    if rates:  # the chip's own figures (hardware.yaml); estimates sit under them by their class's achieved fraction
+        bw = float(rates["memory_bandwidth"])
+        dtypes = {d for o in data["ops"] for d in (o.get("dtypes") or [])}
+        matrix = [v for k, v in rates["matrix_peak"].items() if k in dtypes] or list(rates["matrix_peak"].values())
+        peak = max(matrix) if peak_m or not peak_v else float(rates["vector_peak"])
     ridge = peak / bw if peak else 0.0
     xs = [p.intensity for p in pts] + ([ridge] if ridge else [])
     ys = [p.rate for p in pts] + ([peak] if peak else [])
@@ -322,7 +327,11 @@ def roofline_chart(data: dict[str, Any]) -> str:
                  "arithmetic intensity (FLOP per byte of ideal traffic, log scale)</text>")
     parts.append(f'<text class="ax" transform="translate(16 {plot_top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
                  "FLOP/s at the roofline estimate (log)</text>")
-    if peak:
+    if rates:
+        how = (f"bandwidth {fmt_si(bw, 'B/s')} and peak {fmt_si(peak, 'FLOP/s')}: {data['chip']}'s figures "
+               f"(mappings/hardware.yaml); ridge point {ridge:.3g} FLOP/B; each op sits under them by the fraction of "
+               "peak its class achieves (mappings/timing.yaml)")
+    elif peak:
         how = (f"bandwidth {fmt_si(bw, 'B/s')} = the largest bytes/time of any op; peak {fmt_si(peak, 'FLOP/s')} = the "
                f"largest FLOPs/time of a compute-bound op; ridge point {ridge:.3g} FLOP/B")
     else:

@@ -31,7 +31,7 @@ def help_text(path: str) -> str:
 def test_the_walk_sees_every_command() -> None:
     assert {"npuport audit", "npuport migrate", "npuport bench", "npuport parity run", "npuport parity compare",
             "npuport parity record", "npuport coverage show", "npuport coverage diff", "npuport coverage list",
-            "npuport profile import", "npuport kernels list", "npuport kernels build", "npuport kernels test", "npuport kernels perf"} == set(RUNNABLE)
+            "npuport profile import", "npuport profile record", "npuport profile compare", "npuport kernels list", "npuport kernels build", "npuport kernels test", "npuport kernels perf"} == set(RUNNABLE)
 
 
 @pytest.mark.parametrize("path", sorted(RUNNABLE))
@@ -72,7 +72,8 @@ def test_an_output_directory_is_named_as_one(path: str) -> None:
 
 def test_scenario_is_one_grammar() -> None:
     found = {p: option(c, "--scenario") for p, c in RUNNABLE.items() if option(c, "--scenario")}
-    assert set(found) == {"npuport audit", "npuport bench", "npuport parity run", "npuport parity compare", "npuport parity record"}
+    assert set(found) == {"npuport audit", "npuport bench", "npuport parity run", "npuport parity compare", "npuport parity record",
+                          "npuport profile record"}
     helps = set()
     for path, opt in found.items():
         assert opt is not None and opt.metavar == SCENARIO_METAVAR, path

@@ -1,0 +1,97 @@
+"""`npuport profile compare` as text, markdown and CSV, from its JSON form (schema npuport.profile-compare/1): the
+step split first (where the difference is: compute, communication, memory, host / idle), then the work that
+changed most, worst regression first."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from rich.markup import escape
+
+from npuport.render.fmt import fmt_time
+from npuport.render.table import Column, Table, fit
+
+_PARTS = (("wall_s", "step (wall)"), ("compute_s", "compute"), ("communication_s", "communication"),
+          ("memory_s", "memory (copies, fills)"), ("host_idle_s", "host / idle"))
+
+
+def _side(d: dict[str, Any]) -> str:
+    return f"{d.get('device_name') or d.get('device') or '?'} ({d.get('source')}, {d['steps']} step(s))"
+
+
+def _ratio(r: float | None) -> str:
+    return f"{r:.2f}x" if r else "-"
+
+
+def answer(data: dict[str, Any]) -> list[str]:
+    b = data["breakdown"]
+    base, new = b["base"]["wall_s"], b["new"]["wall_s"]
+    lines = [f"base: {_side(data['base'])}", f"new:  {_side(data['new'])}",
+             f"step: {fmt_time(base)} -> {fmt_time(new)} ({_ratio(new / base if base else None)}); work matched by "
+             f"{data['matched_by']}"]
+    worst = max(((k, v) for k, v in b["delta"].items() if k != "wall_s"), key=lambda kv: abs(kv[1]), default=None)
+    if worst and worst[1]:
+        label = dict(_PARTS)[worst[0]]
+        lines.append(f"largest change: {label} {'+' if worst[1] > 0 else '-'}{fmt_time(abs(worst[1]))} per step")
+    return lines
+
+
+def breakdown_table(data: dict[str, Any]) -> Table:
+    b = data["breakdown"]
+    rows = [[label, fmt_time(b["base"][k]), fmt_time(b["new"][k]),
+             ("+" if b["delta"][k] >= 0 else "-") + fmt_time(abs(b["delta"][k]))] for k, label in _PARTS]
+    return Table("breakdown", "Per step", [Column("part", essential=True), Column("base", "right"),
+                                           Column("new", "right"), Column("change", "right")], rows)
+
+
+def rows_table(data: dict[str, Any], top: int) -> Table:
+    cols = [Column("module", kind="code", priority=1), Column("op", kind="code", essential=True),
+            Column("base", "right"), Column("new", "right"), Column("change", "right"), Column("ratio", "right", priority=1),
+            Column("host change", "right", priority=1),
+            Column("kernels base", priority=3), Column("kernels new", priority=3), Column("audit expected", priority=2)]
+    rows = [[r["module"] or "-", r["op"], fmt_time(r["base_s"]), fmt_time(r["new_s"]),
+             ("+" if r["delta_s"] >= 0 else "-") + fmt_time(abs(r["delta_s"])), _ratio(r["ratio"]),
+             ("+" if r["host_delta_s"] >= 0 else "-") + fmt_time(abs(r["host_delta_s"])),
+             ", ".join(r["base_kernels"]) or "-", ", ".join(r["new_kernels"]) or "-", r["expected_fused"] or "-"]
+            for r in data["rows"]]
+    return Table("rows", "Per op and module, per step, worst regression first", cols, rows,
+                 limit=top or None, more="{n} more rows: --top 0 for all")
+
+
+def render_text(data: dict[str, Any], console: Any, top: int, wide: bool = False) -> None:
+    console.print("[bold]npuport profile compare[/bold]")
+    for line in answer(data):
+        console.print(escape(line))
+    for t in (breakdown_table(data), rows_table(data, top)):
+        table, left = fit(t, console.width, wide)
+        console.print(table)
+        if left:
+            console.print(escape(t.more.format(n=left)))
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def render_markdown(data: dict[str, Any]) -> str:
+    out = ["# npuport profile compare", ""] + [f"- {_md_cell(x)}" for x in answer(data)] + [""]
+    for t in (breakdown_table(data), rows_table(data, 0)):
+        out += [f"## {t.title}", "", "| " + " | ".join(c.name for c in t.columns) + " |",
+                "|" + "|".join("---:" if c.align == "right" else "---" for c in t.columns) + "|"]
+        out += ["| " + " | ".join(_md_cell(x) for x in row) + " |" for row in t.rows]
+        out.append("")
+    return "\n".join(out)
+
+
+def render_csv(data: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["module", "op", "base_s", "new_s", "delta_s", "ratio", "host_delta_s", "base_calls", "new_calls", "base_kernels",
+                "new_kernels", "expected_fused"])
+    for r in data["rows"]:
+        w.writerow([r["module"], r["op"], f"{r['base_s']:.9g}", f"{r['new_s']:.9g}", f"{r['delta_s']:.9g}",
+                    "" if r["ratio"] is None else f"{r['ratio']:.6g}", f"{r['host_delta_s']:.9g}", f"{r['base_calls']:.6g}", f"{r['new_calls']:.6g}",
+                    ";".join(r["base_kernels"]), ";".join(r["new_kernels"]), r["expected_fused"]])
+    return buf.getvalue()

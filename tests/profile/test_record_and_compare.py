@@ -1,0 +1,209 @@
+"""npuport profile record (CPU run of the shipped GPT example), the module mapping of the Kineto reader on a real
+H200 trace, profile compare, and the step-time model the join holds against a measured profile."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from npuport import api
+from npuport.cli.main import cli
+from npuport.cost.roofline import get_chip
+from npuport.cost.timing import Issued, call_device_s, is_strided, op_class, simulate, timing_for
+from npuport.errors import NpuportError
+from npuport.model.loading import load_target
+from npuport.model.scenarios import parse_scenario
+from npuport.profile.artifact import import_trace, load_artifact
+from npuport.profile.compare import breakdown, compare
+from npuport.profile.join import join
+from npuport.profile.kineto import read_trace
+from npuport.profile.record import _restore_cache, module_annotations
+
+ROOT = Path(__file__).resolve().parents[2]
+GPT = ROOT / "examples" / "gpt" / "model.py"
+H200_TRACE = ROOT / "tests" / "fixtures" / "profiles" / "gpt_train_h200.trace.json.gz"
+MEASURED = ROOT / "docs" / "measured" / "profiles"
+
+
+def test_record_on_cpu_writes_trace_and_artifact_with_modules(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--scenario", "prefill:batch=1,seq=16",
+                                   "--scenario", "train:batch=1,seq=16", "--warmup", "1", "--steps", "2",
+                                   "--out-dir", str(tmp_path / "p"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    art = load_artifact(tmp_path / "p" / "train.profile.json")
+    assert (tmp_path / "p" / "train.trace.json.gz").is_file()
+    assert art["scenario"]["spec"] == "train:batch=1,seq=16" and art["recorded"]["steps"] == 2
+    assert len(art["steps"]) == 2 and len(art["unprofiled"]["step_s"]) == 5 and art["host_probe"]["op_s"] > 0
+    mods = {r["module"] for r in art["modules"]}
+    # layer indices collapse as in the audit; backward ops land in the module of their forward op
+    assert "blocks.*.mlp.fc" in mods and "lm_head" in mods
+    fc_ops = {r["op"] for r in art["modules"] if r["module"] == "blocks.*.mlp.fc"}
+    assert "aten::addmm" in fc_ops and "aten::mm" in fc_ops  # mm: the weight / input gradients of fc
+    # nothing the recorder ran itself (cache restore, annotations) is counted as an op
+    assert not any(r["op"].startswith("npuport") for r in art["ops"])
+    # a second run into the same folder refuses to overwrite without --force
+    again = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--scenario", "train:batch=1,seq=16",
+                                     "--out-dir", str(tmp_path / "p")])
+    assert again.exit_code == 2 and "already exists" in again.output
+
+
+def test_record_refuses_npu_and_bad_counts_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(NpuportError):
+        api.profile_record(api.ModelSpec(model=str(GPT)), api.RecordOptions(dev="npu", out_dir=str(tmp_path)))
+    res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--decode-cache", "sometimes", "--out-dir", str(tmp_path)])
+    assert res.exit_code == 2
+
+
+def test_module_annotations_close_every_range_even_when_forward_raises() -> None:
+    class Boom(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("boom")
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), Boom())
+    with torch.profiler.profile() as prof, module_annotations(model), pytest.raises(RuntimeError):
+        model(torch.ones(1, 2))
+    names = [e.name for e in prof.events()]
+    assert "npuport.module:0" in names and "npuport.module:1" in names
+    assert not any(m._forward_pre_hooks or m._forward_hooks for m in model.modules())  # hooks removed
+
+
+def test_restore_cache_gives_back_the_past_length_contiguous(tmp_path: Path) -> None:
+    config = json.loads((ROOT / "examples" / "configs" / "llama-2-7b.json").read_text())
+    config.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=4, vocab_size=100)
+    (tmp_path / "tiny.json").write_text(json.dumps(config))
+    target = load_target(hf_config=str(tmp_path / "tiny.json"), fake=False)
+    sc = parse_scenario("decode:batch=1,past=8")
+    inputs = target.make_inputs(sc)
+    assert inputs is not None
+    cache = next(v for v in inputs[1].values() if hasattr(v, "get_seq_length"))
+    with torch.no_grad():
+        target.module(*inputs[0], **inputs[1])
+    assert cache.get_seq_length() == 9
+    _restore_cache(inputs, 8)
+    assert cache.get_seq_length() == 8
+    assert all(layer.keys.is_contiguous() and layer.values.is_contiguous() for layer in cache.layers)
+
+
+def test_real_h200_trace_maps_kernels_to_ops_and_modules() -> None:
+    """A trace recorded on the lent H200 (scripts/profile_gpu_run.sh): kernels attributed through their runtime
+    launch, backward ops mapped to their forward module by sequence number."""
+    trace = read_trace(H200_TRACE)
+    assert trace.device == "cuda" and trace.kernels > 100
+    unattributed = trace.ops.get("(kernels without an aten op)")
+    total = sum(s.device_us for s in trace.ops.values())
+    assert unattributed is None or unattributed.device_us < 0.02 * total
+    mods = {m for m, _ in trace.by_module}
+    assert "blocks.0.mlp.fc" in mods
+    bwd = [(m, op) for m, op in trace.by_module if op == "aten::mm" and m.startswith("blocks.0.mlp.fc")]
+    assert bwd, "the backward GEMMs of fc are attributed to fc"
+    mm = trace.ops["aten::mm"]
+    assert mm.kernels and all(("gemm" in k.lower() or "sm90" in k or "cutlass" in k.lower() or "kernel" in k.lower())
+                              for k in mm.kernels)
+    (step,) = trace.steps
+    assert 0 < step["kernel_us"] <= step["wall_us"] and step["host_us"] > 0
+    art = import_trace(H200_TRACE)
+    assert art["format"] == "kineto" and art["modules"] and art["ops"][0]["parent_calls"] is not None
+
+
+def test_compare_a_run_with_itself_and_with_a_slower_host() -> None:
+    base = json.loads((MEASURED / "llama-2-7b" / "decode.profile.json").read_text())
+    same = compare(base, base)
+    assert all(r["delta_s"] == 0 for r in same["rows"]) and same["matched_by"] == "module and aten op"
+    assert same["breakdown"]["delta"]["wall_s"] == 0
+    grow = json.loads((ROOT / "docs" / "measured" / "profiles-grow" / "llama-2-7b" / "decode.profile.json").read_text())
+    diff = compare(base, grow)
+    # the grown cache makes cuDNN attention plan anew every step: host time, found first
+    assert diff["breakdown"]["delta"]["host_idle_s"] > 0.02
+    assert diff["rows"][0]["op"] == "aten::_cudnn_attention_forward" and diff["rows"][0]["host_delta_s"] > 0.02
+    b = breakdown(base)
+    assert b["compute_s"] > 0 and b["communication_s"] == 0 and b["wall_s"] >= b["compute_s"]
+
+
+def test_compare_cli_formats_and_an_ascend_side(tmp_path: Path) -> None:
+    base = str(MEASURED / "llama-2-7b" / "decode.profile.json")
+    npu = str(ROOT / "tests" / "fixtures" / "profiles" / "ascend" / "rank0_ascend_pt")
+    for fmt in ("text", "markdown", "csv", "json"):
+        res = CliRunner().invoke(cli, ["profile", "compare", base, npu, "--format", fmt, "--quiet"])
+        assert res.exit_code == 0, res.output
+        assert "allreduce" in res.output or fmt == "text"
+    data = json.loads(CliRunner().invoke(cli, ["profile", "compare", base, npu, "--format", "json"]).output)
+    assert data["breakdown"]["new"]["communication_s"] > 0.1  # the NPU sample's allreduce (106 ms)
+    bad = CliRunner().invoke(cli, ["profile", "compare", base, str(tmp_path / "missing.json")])
+    assert bad.exit_code == 2 and bad.output.startswith("error:")
+
+
+def test_timing_model_units() -> None:
+    h200 = get_chip("H200")
+    tm = timing_for(h200)
+    assert tm.status == "measured" and timing_for(get_chip("A100-SXM-80GB")).status == "assumed"
+    assert timing_for(get_chip("Ascend910B")).status == "unverified"
+    # a big GEMM is compute-bound at the achieved fraction; a tiny op costs its fixed cost
+    flops = 2.0 * 8192 ** 3
+    t = call_device_s(tm, h200, "matmul", flops, 3 * 8192 * 8192 * 2, "bfloat16", True)
+    assert t == pytest.approx(flops / (h200.peak_flops("bfloat16", True) * tm.rates("matmul").compute) + tm.rates("matmul").fixed_s)
+    assert call_device_s(tm, h200, "elementwise", 8, 48, "bfloat16", False) == pytest.approx(tm.rates("elementwise").fixed_s, rel=0.01)
+    assert call_device_s(tm, h200, "view", 0, 0, "bfloat16", False) == 0.0
+    # a strided input takes the strided rates: slower than the same bytes dense
+    dense = call_device_s(tm, h200, "cat", 0, 64e6, "bfloat16", False)
+    assert call_device_s(tm, h200, "cat", 0, 64e6, "bfloat16", False, strided=True) > 2 * dense
+    assert op_class("_grouped_mm") == "grouped_matmul" and op_class("t", "view") == "view" and op_class("gelu") == "elementwise"
+    assert is_strided((4, 8), (1, 4)) and not is_strided((4, 8), (0, 1)) and not is_strided((4, 8), None)
+
+
+def test_simulation_host_bound_device_bound_and_syncs() -> None:
+    tm = timing_for(get_chip("H200"))
+    h = tm.host.forward_call_s
+    tiny = [Issued(1e-6, False, False, False)] * 100
+    st = simulate(tm, tiny)
+    assert st.bound == "host" and st.step_s == pytest.approx(100 * h + 1e-6)
+    big = [Issued(1e-3, False, False, False)] * 10
+    st = simulate(tm, big)
+    assert st.bound == "device" and st.step_s == pytest.approx(h + 10e-3)
+    # a sync in the middle makes the host wait for the queue: the step is longer than max(host, device)
+    synced = big[:5] + [Issued(0.0, False, False, True)] + big[5:]
+    st2 = simulate(tm, synced)
+    assert st2.syncs == 1 and st2.step_s > st.step_s
+    graph = simulate(tm, tiny, "graph")
+    assert graph.step_s == pytest.approx(tm.host.graph_launch_s + 100e-6) and graph.host_s == tm.host.graph_launch_s
+    assert tm.host.scaled(2 * (tm.host.reference_probe_s or 1)).forward_call_s == pytest.approx(2 * h)
+
+
+def test_graph_mode_scenario_grammar_and_step() -> None:
+    sc = parse_scenario("decode:past=16,mode=graph")
+    assert sc.mode == "graph" and sc.spec().endswith(",mode=graph") and parse_scenario(sc.spec()) == sc
+    with pytest.raises(NpuportError):
+        parse_scenario("decode:mode=lazy")
+    _, eager = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(scenarios=("decode:past=16",), chip="H200"))
+    _, graph = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(scenarios=("decode:past=16,mode=graph",), chip="H200"))
+    e, g = eager["scenarios"][0]["step"], graph["scenarios"][0]["step"]
+    assert e["mode"] == "eager" and g["mode"] == "graph" and g["step_s"] < e["step_s"]
+    assert g["device_s"] == pytest.approx(e["device_s"])
+
+
+def test_join_holds_the_estimate_against_the_h200_profile() -> None:
+    """The table of docs/profile.md in one assertion per scenario: the join's numbers are the script's numbers."""
+    art = json.loads((MEASURED / "llama-2-7b" / "prefill.profile.json").read_text())
+    _, data = api.audit(api.ModelSpec(hf_config=str(ROOT / "examples" / "configs" / "llama-2-7b.json"), dtype="bfloat16"),
+                        api.AuditOptions(scenarios=(art["scenario"]["spec"],), chip="H200"))
+    j = join(data, art, "prefill")
+    assert j["shape_note"] is None
+    st = j["step"]
+    assert st["measured"]["step_s"] == pytest.approx(art["unprofiled"]["median_s"])
+    assert abs(st["device_error"]) < 0.25  # device time per step within 25% (docs/profile.md has the figure)
+    assert j["distance"] < 0.2
+    mods = {m["module"]: m for m in j["modules"]}
+    assert mods["model.layers.*.mlp.down_proj"]["measured_s"] > 0 and mods["model.layers.*.mlp.down_proj"]["estimated_s"] > 0
+    attn = {r["op"]: r for r in j["ops"]}["aten::scaled_dot_product_attention"]
+    assert attn["measured_s"] > 0  # cuDNN's forward kernel rolled into the audit's attention
+
+
+def test_raw_h200_trace_fixture_is_small_and_gzip() -> None:
+    assert H200_TRACE.stat().st_size < 400_000
+    with gzip.open(H200_TRACE, "rt") as fh:
+        assert '"traceEvents"' in fh.read(4096)
