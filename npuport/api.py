@@ -105,7 +105,7 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
         names = [s["name"] for s in data["scenarios"]]
         joins = []
         for art in measured:
-            recorded = (art.get("scenario") or {}).get("name")
+            recorded = str((art.get("scenario") or {}).get("name") or "")
             scenario = opts.profile_scenario or (recorded if recorded in names else
                                                  "prefill" if "prefill" in names or not names else names[0])
             joins.append(join_profile(data, art, scenario))

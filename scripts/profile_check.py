@@ -74,6 +74,7 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
                          "device_error": st.get("device_error"), "distance": j["distance"],
                          "bound": st["estimated"].get("bound"), "est_host_s": st["estimated"].get("host_s"),
                          "host_probe_s": probe, "estimated_on_host_s": on_host,
+                         "roofline_s": next(x["roofline_time_s"] for x in data["scenarios"] if x["name"] == name),
                          "error_on_host": on_host / st["measured"]["step_s"] - 1.0 if on_host else None})
     return rows
 
@@ -116,14 +117,15 @@ def main() -> None:
     ms = 1e3
     if args.markdown:
         print("| model | scenario | measured step (range) | estimated | error | for the run's host (probe) | error | "
-              "est. device / measured kernels | share distance | bound |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "est. device / measured kernels | roofline alone / kernels | share distance | bound |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             lo, hi = r["measured_range_s"]
             print(f"| {r['model']} | {r['scenario']} | {r['measured_s'] * ms:.1f} ms ({lo * ms:.1f}-{hi * ms:.1f}) | "
                   f"{r['estimated_s'] * ms:.1f} ms | {r['error']:+.0%} | {r['estimated_on_host_s'] * ms:.1f} ms "
                   f"({r['host_probe_s'] * 1e6:.1f} µs) | {r['error_on_host']:+.0%} | {r['est_device_s'] * ms:.1f} / "
-                  f"{r['kernel_s'] * ms:.1f} ms ({r['device_error']:+.0%}) | {r['distance']:.3f} | {r['bound']} |")
+                  f"{r['kernel_s'] * ms:.1f} ms ({r['device_error']:+.0%}) | {r['roofline_s'] / r['kernel_s']:.2f}x | "
+                  f"{r['distance']:.3f} | {r['bound']} |")
         return
     for r in rows:
         lo, hi = r["measured_range_s"]

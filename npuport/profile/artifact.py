@@ -41,8 +41,8 @@ def _module_rows(trace: Trace) -> list[dict[str, Any]]:
         acc[0] += st.calls
         acc[1] += st.host_us
         acc[2] += st.device_us
-    rows = [{"module": m, "op": op, "calls": int(c), "host_s": h * _US, "device_s": d * _US}
-            for (m, op), (c, h, d) in merged.items()]
+    rows: list[dict[str, Any]] = [{"module": m, "op": op, "calls": int(c), "host_s": h * _US, "device_s": d * _US}
+                                  for (m, op), (c, h, d) in merged.items()]
     rows.sort(key=lambda r: (-r["device_s"], r["module"], r["op"]))
     return rows
 

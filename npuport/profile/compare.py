@@ -35,7 +35,7 @@ def _kind(op: str, kernels: dict[str, float]) -> str:
     return "compute"
 
 
-def breakdown(profile: dict[str, Any]) -> dict[str, float]:
+def breakdown(profile: dict[str, Any]) -> dict[str, Any]:
     """Seconds per step: wall, compute, communication, memory, host / idle."""
     per = _per_step(profile)
     parts = {"compute": 0.0, "communication": 0.0, "memory": 0.0}

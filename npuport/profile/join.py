@@ -104,10 +104,10 @@ def _module_rows(audit_json: dict[str, Any], profile: dict[str, Any], scenario: 
     if not meas:
         return []
     te, tm = sum(est.values()) or 1.0, sum(meas.values()) or 1.0
-    rows = [{"module": k, "estimated_s": est.get(k, 0.0), "measured_s": meas.get(k, 0.0),
+    rows: list[dict[str, Any]] = [{"module": k, "estimated_s": est.get(k, 0.0), "measured_s": meas.get(k, 0.0),
              "estimated_share": est.get(k, 0.0) / te, "measured_share": meas.get(k, 0.0) / tm}
             for k in set(est) | set(meas)]
-    rows.sort(key=lambda r: -(r["measured_s"] + r["estimated_s"]))
+    rows.sort(key=lambda r: -(float(r["measured_s"]) + float(r["estimated_s"])))
     return rows
 
 
