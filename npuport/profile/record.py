@@ -141,6 +141,10 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
                            describe_exception(exc)) from None
     if inputs is None:
         raise NpuportError(f"the model has no {sc.name} scenario", "a scenario its example_inputs() returns", sc.name)
+    run: Callable[[], None] = lambda: _step(model, sc, inputs)  # noqa: E731 - one step, eager
+    if sc.mode == "graph":
+        run = _captured(model, sc, inputs, dev)
+        restore = False  # a replay re-runs the captured step on the same buffers: the cache does not grow
     mod = backend(dev)
     if mod is not None and hasattr(mod, "reset_peak_memory_stats"):
         mod.reset_peak_memory_stats()
@@ -158,7 +162,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
                 for i in range(warmup + steps):
                     if progress:
                         progress(f"~{sc.name}: step {i + 1}/{warmup + steps}" + (" (warm-up)" if i < warmup else ""))
-                    _step(model, sc, inputs)
+                    run()
                     synchronize(dev)
                     if restore:
                         _restore_cache(inputs, sc.past)
@@ -172,7 +176,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
             model.module.train(False)
         with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)
-    plain = _timed_steps(model, sc, inputs, dev, max(steps, 5), progress, restore)
+    plain = _timed_steps(model, sc, run, dev, max(steps, 5), progress, restore, inputs)
     probe = host_probe(dev)
     art = to_artifact(read_trace(final))
     art["scenario"] = sc.to_json() | {"spec": sc.spec()}
@@ -191,8 +195,8 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
     return Recorded(sc, art, final)
 
 
-def _timed_steps(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str, steps: int,
-                 progress: Progress | None, restore: bool) -> list[float]:
+def _timed_steps(model: LoadedModel, sc: Scenario, run: Callable[[], None], dev: str, steps: int,
+                 progress: Progress | None, restore: bool, inputs: Inputs) -> list[float]:
     """Wall seconds of `steps` more steps without the profiler, each ended by a device synchronize."""
     out = []
     model.module.train(sc.kind == "train")
@@ -207,7 +211,7 @@ def _timed_steps(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str, ste
                 gc.disable()
                 try:
                     t0 = time.perf_counter()
-                    _step(model, sc, inputs)
+                    run()
                     synchronize(dev)
                     out.append(time.perf_counter() - t0)
                 finally:
@@ -217,6 +221,34 @@ def _timed_steps(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str, ste
     finally:
         model.module.train(False)
     return out
+
+
+def _captured(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str) -> Callable[[], None]:
+    """The step captured once as a CUDA graph (`mode=graph`): its replay is the step with one launch and no host
+    cost per op. Inference steps only; a model that reads a value back inside its step cannot be captured, and
+    says why in one line."""
+    if kind_of(dev) != "cuda" or sc.kind == "train":
+        raise NpuportError(f"graph mode is recorded for prefill and decode on CUDA here ({sc.spec()} on {dev})",
+                           "--dev cuda and an inference scenario (mode=graph)", f"{sc.kind} on {dev}")
+    model.module.train(False)
+    try:
+        with model.mode, real_path(), quiet_transformers(), quiet_torch_logs(), _no_warnings():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up on a side stream, as capture wants
+                for _ in range(2):
+                    _step(model, sc, inputs)
+                    if sc.kind == "decode" and sc.past:
+                        _restore_cache(inputs, sc.past)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                _step(model, sc, inputs)
+    except Exception as exc:
+        raise NpuportError(f"{sc.spec()}: the step cannot be captured as one CUDA graph as the model is written",
+                           "a step with static shapes that never reads a value back to the host",
+                           describe_exception(exc)) from None
+    return graph.replay
 
 
 @contextlib.contextmanager
