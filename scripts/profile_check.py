@@ -65,7 +65,8 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
             st = j["step"]
             plain = art["unprofiled"]["step_s"]
             probe = (art.get("host_probe") or {}).get("op_s")
-            on_host = (step_time(inv.calls[name], inv.chip, model=replace(tm, host=tm.host.scaled(probe))).step_s
+            mode = "graph" if art["scenario"].get("mode") == "graph" else "eager"
+            on_host = (step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(probe))).step_s
                        if probe else None)
             rows.append({"model": model_dir.name, "scenario": art["scenario"]["spec"],
                          "estimated_s": st["estimated"]["step_s"], "measured_s": st["measured"]["step_s"],
