@@ -94,7 +94,7 @@ def import_trace(output: str, force: bool, **_: Any) -> None:
 @click.argument("new", type=click.Path())
 @click.option("--audit", "audit_json", metavar="AUDIT.json", type=click.Path(dir_okay=False),
               help="The audit JSON of the model (`npuport audit --json-out`): each row names the fused op it expected.")
-@report_options(("text", "json", "markdown", "csv"))
+@report_options(("text", "json", "markdown", "csv", "html"))
 @top_option(25)
 @wide_option
 @quiet_debug

@@ -24,7 +24,7 @@ from npuport.cli.common import (
     write_output,
 )
 from npuport.render.fmt import fmt_time
-from npuport.render.profile_compare import render_csv, render_markdown, render_text
+from npuport.render.profile_compare import render_csv, render_html, render_markdown, render_text
 
 
 @handle_errors
@@ -58,7 +58,7 @@ def record(model: str | None, hf_config: str | None, entry: str | None, scenario
 @handle_errors
 def compare(base: str, new: str, audit_json: str | None, fmt: str | None, output: str | None, json_out: str | None,
             force: bool, top: int, wide: bool, quiet: bool, debug: bool) -> None:
-    fmt = pick_format(fmt, output, ("text", "json", "markdown", "csv"))
+    fmt = pick_format(fmt, output, ("text", "json", "markdown", "csv", "html"))
     data: dict[str, Any] = api.profile_compare(base, new, audit_json)
     text_json = as_json(data)
     if fmt == "json":
@@ -67,6 +67,8 @@ def compare(base: str, new: str, audit_json: str | None, fmt: str | None, output
         text = render_markdown(data)
     elif fmt == "csv":
         text = render_csv(data)
+    elif fmt == "html":
+        text = render_html(data)
     else:
         console = Console(record=True, width=text_width(wide, output), file=io.StringIO())
         render_text(data, console, top, wide=wide)

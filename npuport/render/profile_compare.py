@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import csv
 import io
+from html import escape as html_escape
 from typing import Any
 
 from rich.markup import escape
 
+from npuport.render.audit_html import table_html
 from npuport.render.fmt import fmt_time
+from npuport.render.html_assets import CSS, JS
 from npuport.render.table import Column, Table, fit
 
 _PARTS = (("wall_s", "step (wall)"), ("compute_s", "compute"), ("communication_s", "communication"),
@@ -95,3 +98,14 @@ def render_csv(data: dict[str, Any]) -> str:
                     "" if r["ratio"] is None else f"{r['ratio']:.6g}", f"{r['host_delta_s']:.9g}", f"{r['base_calls']:.6g}", f"{r['new_calls']:.6g}",
                     ";".join(r["base_kernels"]), ";".join(r["new_kernels"]), r["expected_fused"]])
     return buf.getvalue()
+
+
+def render_html(data: dict[str, Any]) -> str:
+    """One offline page: the answer, the per-step split, every row (sortable and filterable by the inline script)."""
+    lines = "".join(f"<p>{html_escape(x)}</p>" for x in answer(data))
+    tables = table_html(breakdown_table(data)) + table_html(rows_table(data, 0))
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>npuport profile compare</title><style>{CSS}</style></head>\n"
+            f'<body><main><section id="sec-compare"><h2>npuport profile compare</h2>{lines}{tables}</section></main>\n'
+            f"<footer>{html_escape(data['schema'])}. One offline file.</footer><script>{JS}</script></body></html>\n")

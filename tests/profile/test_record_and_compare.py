@@ -128,10 +128,12 @@ def test_compare_a_run_with_itself_and_with_a_slower_host() -> None:
 def test_compare_cli_formats_and_an_ascend_side(tmp_path: Path) -> None:
     base = str(MEASURED / "llama-2-7b" / "decode.profile.json")
     npu = str(ROOT / "tests" / "fixtures" / "profiles" / "ascend" / "rank0_ascend_pt")
-    for fmt in ("text", "markdown", "csv", "json"):
+    for fmt in ("text", "markdown", "csv", "json", "html"):
         res = CliRunner().invoke(cli, ["profile", "compare", base, npu, "--format", fmt, "--quiet"])
         assert res.exit_code == 0, res.output
         assert "allreduce" in res.output or fmt == "text"
+        if fmt == "html":
+            assert res.output.startswith("<!DOCTYPE html>") and 'id="tbl-rows"' in res.output
     data = json.loads(CliRunner().invoke(cli, ["profile", "compare", base, npu, "--format", "json"]).output)
     assert data["breakdown"]["new"]["communication_s"] > 0.1  # the NPU sample's allreduce (106 ms)
     bad = CliRunner().invoke(cli, ["profile", "compare", base, str(tmp_path / "missing.json")])
