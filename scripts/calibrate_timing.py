@@ -57,6 +57,14 @@ def device_time(fn: Callable[[], Any], dev: str, reps: int = 20, warm: int = 3, 
             b.record()
             b.synchronize()
             times.append(a.elapsed_time(b) / 1e3 / per_graph)
+        # the kernels' own durations (CUPTI, as a profile records them): replay time minus these is the gap between
+        # back-to-back kernels, which a profile's per-op kernel time leaves out and a step's wall time holds
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                g.replay()
+            torch.cuda.synchronize()
+        kern = sum(e.device_time_total for e in prof.key_averages() if e.device_time_total) * 1e-6
+        LAST["kernel_s"] = kern / (3 * per_graph) if kern else None
         del g
         return statistics.median(times)
     if dev == "cpu":
@@ -69,6 +77,9 @@ def device_time(fn: Callable[[], Any], dev: str, reps: int = 20, warm: int = 3, 
     raise AssertionError("unreachable")
 
 
+LAST: dict[str, float | None] = {"kernel_s": None}  # CUPTI kernel time per call of the last device_time() run
+
+
 def rnd(shape: tuple[int, ...], dtype: torch.dtype, dev: str) -> torch.Tensor:
     return torch.randn(shape, dtype=dtype, device=dev)  # never zeros: they can run faster than real data
 
@@ -78,8 +89,9 @@ def row(cls: str, name: str, t: float, flops: float, nbytes: float, chip: Any, m
     ct, mt = flops / peak, nbytes / chip.memory_bandwidth
     bound = "compute" if ct >= mt else "memory"
     roof = max(ct, mt)
-    return {"class": cls, "name": name, "time_s": t, "flops": flops, "bytes": nbytes, "bound": bound,
-            "roofline_s": roof, "efficiency": roof / t if t else None}
+    kernel_s, LAST["kernel_s"] = LAST["kernel_s"], None
+    return {"class": cls, "name": name, "time_s": t, "kernel_s": kernel_s, "flops": flops, "bytes": nbytes,
+            "bound": bound, "roofline_s": roof, "efficiency": roof / t if t else None}
 
 
 def rotating(make: Callable[[], tuple], call: Callable[..., Any], nbytes: float) -> Callable[[], Any]:
@@ -124,7 +136,7 @@ def attention(dev: str, chip: Any) -> list[dict[str, Any]]:
 def vector(dev: str, chip: Any) -> list[dict[str, Any]]:
     out = []
     bf, f32 = torch.bfloat16, torch.float32
-    for n in (4096, 65536, 1 << 20, 1 << 23, 1 << 26):
+    for n in (2048, 4096, 16384, 65536, 1 << 20, 1 << 23, 1 << 26):
         r, c = max(n // 4096, 1), min(n, 4096)
         cases = [
             ("elementwise", f"add bf16 {n}", lambda n=n: (rnd((n,), bf, dev), rnd((n,), bf, dev)), torch.add, n, 6.0 * n, "bfloat16"),

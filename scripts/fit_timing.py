@@ -4,7 +4,8 @@ scripts/calibrate_timing.py: for each op class, the compute efficiency ec, memor
 
     time = max(FLOPs / (peak x ec), bytes / (bandwidth x em)) + t0
 
-that minimise the mean absolute log error over the class's microbenchmarks (a grid search: the fit is small and
+(fit to each microbenchmark's CUPTI kernel time where the calibration recorded it, else its replay time) that
+minimise the mean absolute log error over the class's microbenchmarks (a grid search: the fit is small and
 must be reproducible, not clever). Prints the YAML block and each class's fit error.
 
 Usage: python scripts/fit_timing.py docs/measured/h200-calibration.json
@@ -44,7 +45,8 @@ def main() -> None:
         for r in rows:
             dtype = "float32" if "fp32" in r["name"] and not r["name"].startswith("cast") else "bfloat16"
             peak = chip.peak_flops(dtype, matrix)
-            pairs.append((r["flops"] / peak, r["bytes"] / chip.memory_bandwidth, r["time_s"]))
+            # fit the kernel's own duration (what a profile records per op) where the calibration has it
+            pairs.append((r["flops"] / peak, r["bytes"] / chip.memory_bandwidth, r.get("kernel_s") or r["time_s"]))
         best = None
         for ec in EC if any(c for c, _, _ in pairs) else [1.0]:
             for em in EM:
@@ -57,6 +59,10 @@ def main() -> None:
         worst = max(abs(math.log((max(c / ec, m / em) + t0) / t)) for c, m, t in pairs)
         print(f"  {cls}: {{compute: {ec:.2f}, memory: {em:.2f}, fixed_s: {t0:.2e}}}   "
               f"# {len(rows)} runs, mean |log error| {err:.3f} (x{math.exp(err):.2f}), worst x{math.exp(worst):.2f}")
+    gaps = [r["time_s"] - r["kernel_s"] for r in data["rows"] if r.get("kernel_s") and r["time_s"] < 20e-6]
+    if gaps:
+        print(f"  kernel_gap_s: {statistics.median(gaps):.2e}   # median replay time minus kernel time, ops under 20 us "
+              f"({len(gaps)} runs)")
     print(f"  floor per kernel: {data['floors'].get('device_floor_per_kernel_s', 0):.2e} s; host per eager op "
           f"{data['floors']['host_per_compute_op_s']:.2e} s, per view {data['floors']['host_per_view_op_s']:.2e} s")
 

@@ -5,7 +5,8 @@ each op class achieves, host time per call in eager mode, and the step as a host
     host(call)   = forward_call_s | backward_call_s | view_call_s                           (eager; 0 in graph mode)
 
 The simulation walks the calls in trace order: the host clock advances by host(call); the call's kernel starts at
-max(host clock, device clock) and ends device(call) later; a synchronizing op (a value read back) moves the host
+max(host clock, device clock + kernel_gap_s) and ends device(call) later (kernel_gap_s: the device's gap between
+back-to-back kernels, which a profile's per-op kernel time leaves out); a synchronizing op (a value read back) moves the host
 clock to the device clock. The step ends when both are done. A chip without its own entry takes its family's
 (`families:`), which says it is assumed, and the report says which numbers are unverified.
 """
@@ -56,6 +57,7 @@ class TimingModel:
     source: str
     classes: dict[str, ClassRates]
     host: HostCosts
+    kernel_gap_s: float = 0.0  # between back-to-back kernels on the device (not in a profile's per-op kernel time)
 
     def rates(self, cls: str) -> ClassRates:
         return self.classes.get(cls) or self.classes["elementwise"]
@@ -136,7 +138,8 @@ def _model(name: str, raw: dict[str, Any], status: str, source: str) -> TimingMo
     h = raw["host"]
     return TimingModel(name, status, source, classes,
                        HostCosts(float(h["forward_call_s"]), float(h["backward_call_s"]), float(h["view_call_s"]),
-                                 float(h["graph_launch_s"]), h.get("reference_probe_s")))
+                                 float(h["graph_launch_s"]), h.get("reference_probe_s")),
+                       float(raw.get("kernel_gap_s", 0.0)))
 
 
 def timing_for(chip: ChipProfile) -> TimingModel:
@@ -157,8 +160,8 @@ def _timing(name: str, family: str) -> TimingModel:
         if fam["like"] not in data["chips"]:
             raise MappingError(_FILE, f"families.{family}", "like", f"{fam['like']!r} is not under chips")
         base = data["chips"][fam["like"]]
-        return _model(name, {"classes": base["classes"], "host": fam.get("host", base["host"])}, fam["status"],
-                      fam["source"])
+        return _model(name, {"classes": base["classes"], "host": fam.get("host", base["host"]),
+                             "kernel_gap_s": base.get("kernel_gap_s", 0.0)}, fam["status"], fam["source"])
     return _model(name, fam, fam["status"], fam["source"])
 
 
@@ -187,9 +190,11 @@ class Issued:
 
 def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") -> StepTime:
     h = model.host
+    gap = model.kernel_gap_s
     if mode == "graph":
-        device = sum(c.device_s for c in calls)
-        return StepTime(mode, h.graph_launch_s, device, h.graph_launch_s + device, 0)
+        kernels = [c.device_s for c in calls if c.device_s > 0]
+        device = sum(kernels)
+        return StepTime(mode, h.graph_launch_s, device, h.graph_launch_s + device + gap * len(kernels), 0)
     host_t = dev_t = host_busy = dev_busy = 0.0
     syncs = 0
     for c in calls:
@@ -197,7 +202,7 @@ def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") 
         host_t += cost
         host_busy += cost
         if c.device_s > 0:
-            dev_t = max(dev_t, host_t) + c.device_s
+            dev_t = max(dev_t + gap, host_t) + c.device_s
             dev_busy += c.device_s
         if c.sync:
             host_t = max(host_t, dev_t)
