@@ -160,19 +160,21 @@ def test_timing_model_units() -> None:
 
 def test_simulation_host_bound_device_bound_and_syncs() -> None:
     tm = timing_for(get_chip("H200"))
-    h = tm.host.forward_call_s
+    h, gap = tm.host.forward_call_s, tm.kernel_gap_s
+    assert 0 < gap < 1e-5
     tiny = [Issued(1e-6, False, False, False)] * 100
     st = simulate(tm, tiny)
     assert st.bound == "host" and st.step_s == pytest.approx(100 * h + 1e-6)
     big = [Issued(1e-3, False, False, False)] * 10
-    st = simulate(tm, big)
-    assert st.bound == "device" and st.step_s == pytest.approx(h + 10e-3)
+    st = simulate(tm, big)  # back to back on the device: each kernel waits the gap after the one before
+    assert st.bound == "device" and st.step_s == pytest.approx(h + 10e-3 + 9 * gap)
     # a sync in the middle makes the host wait for the queue: the step is longer than max(host, device)
     synced = big[:5] + [Issued(0.0, False, False, True)] + big[5:]
     st2 = simulate(tm, synced)
     assert st2.syncs == 1 and st2.step_s > st.step_s
     graph = simulate(tm, tiny, "graph")
-    assert graph.step_s == pytest.approx(tm.host.graph_launch_s + 100e-6) and graph.host_s == tm.host.graph_launch_s
+    assert graph.step_s == pytest.approx(tm.host.graph_launch_s + 100e-6 + 100 * gap)
+    assert graph.host_s == tm.host.graph_launch_s
     assert tm.host.scaled(2 * (tm.host.reference_probe_s or 1)).forward_call_s == pytest.approx(2 * h)
 
 
