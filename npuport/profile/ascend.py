@@ -42,7 +42,6 @@ from __future__ import annotations
 import bisect
 import csv
 import gzip
-import json
 import re
 import zlib
 from collections import defaultdict
@@ -51,7 +50,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from npuport.errors import NpuportError
-from npuport.profile.kineto import UNATTRIBUTED, OpStats, Trace, iter_events
+from npuport.profile.kineto import UNATTRIBUTED, OpStats, Trace, array_items, iter_events
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 RANK_SUFFIX = "_ascend_pt"
@@ -125,7 +124,6 @@ def _iter_bare_array(p: Path) -> Iterator[dict[str, Any]]:
     """The objects of a top-level JSON array, one at a time, never holding the file or the document whole.
     A `{"traceEvents": [...]}` file (the Chrome trace form) goes to the Kineto reader's streamer."""
     bad = f"{p}: not a {TRACE_FILE}"
-    dec = json.JSONDecoder()
     try:
         with _open_text(p) as fh:
             buf, pos = fh.read(_CHUNK), 0
@@ -137,33 +135,7 @@ def _iter_bare_array(p: Path) -> Iterator[dict[str, Any]]:
             if buf[pos:pos + 1] != "[":
                 raise NpuportError(bad, "a JSON array of trace events", repr(buf[pos:pos + 40]) if buf else "an empty file")
             pos += 1
-            while True:
-                while True:  # skip whitespace and commas, refill as needed
-                    while pos < len(buf) and buf[pos] in " \t\r\n,":
-                        pos += 1
-                    if pos < len(buf):
-                        break
-                    more = fh.read(_CHUNK)
-                    if not more:
-                        raise NpuportError(bad, "a closed JSON array", "the file ends inside it")
-                    buf, pos = more, 0
-                if buf[pos] == "]":
-                    return
-                while True:
-                    try:
-                        obj, end = dec.raw_decode(buf, pos)
-                        break
-                    except json.JSONDecodeError as exc:
-                        more = fh.read(_CHUNK)
-                        if not more:
-                            raise NpuportError(bad, "valid JSON events", f"{exc.msg} at char {exc.pos}") from None
-                        buf, pos = buf[pos:] + more, 0
-                if not isinstance(obj, dict):
-                    raise NpuportError(bad, "an object per trace event", type(obj).__name__)
-                yield obj
-                pos = end
-                if pos > _CHUNK:
-                    buf, pos = buf[pos:], 0
+            yield from array_items(fh, buf, pos, bad)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise NpuportError(bad, "a readable .json or .json.gz file", f"{type(exc).__name__}: {exc}") from None
 

@@ -72,7 +72,6 @@ def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
     bad = f"{p}: not a torch.profiler / Kineto Chrome trace"
     if not p.is_file():
         raise NpuportError(f"no trace file {p}", "a .json or .json.gz Chrome trace", str(p))
-    dec = json.JSONDecoder()
     try:
         with _open_text(p) as fh:
             buf, pos, key = "", 0, '"traceEvents"'
@@ -87,35 +86,42 @@ def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
                 if not more:
                     raise NpuportError(bad, 'a top-level "traceEvents" array', "no traceEvents")
                 buf = buf[-(len(key) + 64):] + more if i < 0 else buf + more
-            while True:
-                while True:  # skip whitespace and commas, refill as needed
-                    while pos < len(buf) and buf[pos] in " \t\r\n,":
-                        pos += 1
-                    if pos < len(buf):
-                        break
-                    more = fh.read(_CHUNK)
-                    if not more:
-                        raise NpuportError(bad, "a closed traceEvents array", "the file ends inside it")
-                    buf, pos = more, 0
-                if buf[pos] == "]":
-                    return
-                while True:
-                    try:
-                        obj, end = dec.raw_decode(buf, pos)
-                        break
-                    except json.JSONDecodeError as exc:
-                        more = fh.read(_CHUNK)
-                        if not more:
-                            raise NpuportError(bad, "valid JSON events", f"{exc.msg} at char {exc.pos}") from None
-                        buf, pos = buf[pos:] + more, 0
-                if not isinstance(obj, dict):
-                    raise NpuportError(bad, "an object per trace event", type(obj).__name__)
-                yield obj
-                pos = end
-                if pos > _CHUNK:
-                    buf, pos = buf[pos:], 0
+            yield from array_items(fh, buf, pos, bad)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise NpuportError(bad, "a readable .json or .json.gz file", f"{type(exc).__name__}: {exc}") from None
+
+
+def array_items(fh: IO[str], buf: str, pos: int, bad: str) -> Iterator[dict[str, Any]]:
+    """The objects of a JSON array whose '[' ends just before buf[pos], read on from `fh` in chunks and decoded one
+    at a time (shared by the Kineto and the Ascend readers); `bad` starts every error line."""
+    dec = json.JSONDecoder()
+    while True:
+        while True:  # skip whitespace and commas, refill as needed
+            while pos < len(buf) and buf[pos] in " \t\r\n,":
+                pos += 1
+            if pos < len(buf):
+                break
+            more = fh.read(_CHUNK)
+            if not more:
+                raise NpuportError(bad, "a closed JSON array", "the file ends inside it")
+            buf, pos = more, 0
+        if buf[pos] == "]":
+            return
+        while True:
+            try:
+                obj, end = dec.raw_decode(buf, pos)
+                break
+            except json.JSONDecodeError as exc:
+                more = fh.read(_CHUNK)
+                if not more:
+                    raise NpuportError(bad, "valid JSON events", f"{exc.msg} at char {exc.pos}") from None
+                buf, pos = buf[pos:] + more, 0
+        if not isinstance(obj, dict):
+            raise NpuportError(bad, "an object per trace event", type(obj).__name__)
+        yield obj
+        pos = end
+        if pos > _CHUNK:
+            buf, pos = buf[pos:], 0
 
 
 def _num(e: dict[str, Any], k: str) -> float:
@@ -123,7 +129,8 @@ def _num(e: dict[str, Any], k: str) -> float:
     return float(v) if isinstance(v, (int, float)) else 0.0
 
 
-def _union(intervals: list[tuple[float, float]]) -> float:
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by possibly overlapping intervals."""
     total, end = 0.0, float("-inf")
     for a, b in sorted(intervals):
         if b <= end:
@@ -263,8 +270,8 @@ def read_trace(path: str | Path) -> Trace:
     step_rows = []
     for name, ts, dur in sorted(steps, key=lambda s: s[1]):
         inside = [(max(a, ts), min(b, ts + dur)) for a, b in busy if b > ts and a < ts + dur]
-        work = _union(inside)
-        host = _union([(max(a, ts), min(b, ts + dur)) for a, b in top_level if b > ts and a < ts + dur])
+        work = union_length(inside)
+        host = union_length([(max(a, ts), min(b, ts + dur)) for a, b in top_level if b > ts and a < ts + dur])
         step_rows.append({"name": name, "wall_us": dur, "kernel_us": work, "idle_us": max(dur - work, 0.0),
                           "host_us": host})
     return Trace(source=str(path), device="cpu" if on_cpu else "cuda", ops=dict(ops), steps=step_rows,

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from npuport.errors import NpuportError
-from npuport.profile.kineto import UNATTRIBUTED, OpStats, Trace
+from npuport.profile.kineto import UNATTRIBUTED, OpStats, Trace, union_length
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -306,16 +306,6 @@ def _innermost(n: _Nesting, tid: int, ts: float) -> int:
     return k
 
 
-def _union(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if b <= end:
-            continue
-        total += b - max(a, end)
-        end = b
-    return total
-
-
 def _clip(intervals: list[tuple[float, float]], a: float, b: float) -> list[tuple[float, float]]:
     return [(max(s, a), min(e, b)) for s, e in intervals if e > a and s < b]
 
@@ -327,9 +317,9 @@ def _step_rows(steps: list[tuple[str, float, float]], work: list[_Work],
     busy = [(w.start, w.end) for w in work]
     rows = []
     for name, a, b in sorted(steps, key=lambda s: s[1]):
-        kernel_us = _union(_clip(busy, a, b))
+        kernel_us = union_length(_clip(busy, a, b))
         rows.append({"name": name, "wall_us": b - a, "kernel_us": kernel_us, "idle_us": max(b - a - kernel_us, 0.0),
-                     "host_us": _union(_clip(top_level, a, b))})
+                     "host_us": union_length(_clip(top_level, a, b))})
     return rows
 
 
