@@ -40,7 +40,7 @@ def main() -> None:
         by_class.setdefault(cls, []).append(r)
     print(f"# fit by scripts/fit_timing.py from {sys.argv[1]} ({data['device_name']}, torch {data['torch']}, {data['date']})")
     for cls, rows in by_class.items():
-        matrix = cls in ("matmul", "attention")
+        matrix = cls in ("matmul", "grouped_matmul", "attention")
         pairs = []
         for r in rows:
             dtype = "float32" if "fp32" in r["name"] and not r["name"].startswith("cast") else "bfloat16"
