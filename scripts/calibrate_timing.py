@@ -143,6 +143,12 @@ def vector(dev: str, chip: Any) -> list[dict[str, Any]]:
             ("elementwise", f"silu bf16 {n}", lambda n=n: (rnd((n,), bf, dev),), F.silu, 4.0 * n, 4.0 * n, "bfloat16"),
             ("elementwise", f"mul fp32 {n}", lambda n=n: (rnd((n,), f32, dev), rnd((n,), f32, dev)), torch.mul, n, 12.0 * n, "float32"),
             ("copy", f"cast bf16->fp32 {n}", lambda n=n: (rnd((n,), bf, dev),), lambda a: a.float(), 0.0, 6.0 * n, "bfloat16"),
+            ("copy", f"cast fp32->bf16 {n}", lambda n=n: (rnd((n,), f32, dev),), lambda a: a.to(bf), 0.0, 6.0 * n, "float32"),
+            # the broadcasts of a norm: x * rsqrt(var) per row (fp32), weight * x per column (bf16)
+            ("elementwise", f"mul fp32 {r}x{c} by a column", lambda r=r, c=c: (rnd((r, c), f32, dev), rnd((r, 1), f32, dev)),
+             torch.mul, 1.0 * n, 8.0 * n + 4.0 * r, "float32"),
+            ("elementwise", f"mul bf16 {r}x{c} by a row", lambda r=r, c=c: (rnd((r, c), bf, dev), rnd((c,), bf, dev)),
+             torch.mul, 1.0 * n, 4.0 * n + 2.0 * c, "bfloat16"),
             ("strided_copy", f"contiguous of a transpose {r}x{c}", lambda r=r, c=c: (rnd((c, r), bf, dev).t(),), lambda a: a.contiguous(), 0.0, 4.0 * n, "bfloat16"),
             ("copy", f"clone bf16 {n}", lambda n=n: (rnd((n,), bf, dev),), torch.clone, 0.0, 4.0 * n, "bfloat16"),
             ("reduction", f"mean fp32 {r}x{c}", lambda r=r, c=c: (rnd((r, c), f32, dev),), lambda a: a.mean(-1, keepdim=True), 1.0 * n, 4.0 * n + 4.0 * r, "float32"),
