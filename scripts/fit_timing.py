@@ -36,14 +36,17 @@ def main() -> None:
     for r in data["rows"]:
         if r["name"].startswith("contiguous of a transpose 1x"):  # already contiguous: no kernel runs
             continue
-        cls = "cast" if r["name"].startswith("cast ") else r["class"]  # a dtype change, not a strided copy
+        name = r["name"]
+        # the class variants timing.yaml knows: a widening cast, a multiply with a broadcast operand
+        cls = ("cast_widen" if name.startswith("cast bf16->fp32") else "cast" if name.startswith("cast ")
+               else "broadcast" if " by a " in name else r["class"])
         by_class.setdefault(cls, []).append(r)
     print(f"# fit by scripts/fit_timing.py from {sys.argv[1]} ({data['device_name']}, torch {data['torch']}, {data['date']})")
     for cls, rows in by_class.items():
         matrix = cls in ("matmul", "grouped_matmul", "attention")
         pairs = []
         for r in rows:
-            dtype = "float32" if "fp32" in r["name"] and not r["name"].startswith("cast") else "bfloat16"
+            dtype = "float32" if "fp32" in r["name"] and not r["name"].startswith("cast") else "bfloat16"  # noqa: E501
             peak = chip.peak_flops(dtype, matrix)
             # fit the kernel's own duration (what a profile records per op) where the calibration has it
             pairs.append((r["flops"] / peak, r["bytes"] / chip.memory_bandwidth, r.get("kernel_s") or r["time_s"]))

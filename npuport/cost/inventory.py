@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from npuport.cost.op_costs import CallCost, backward_frame_cost, base_name, call_cost, frame_cost, op_classes
+from npuport.cost.op_costs import CallCost, backward_frame_cost, base_name, call_cost, frame_cost, itemsize, op_classes
 from npuport.cost.roofline import Bound, ChipProfile
 from npuport.cost.timing import (
     Issued,
@@ -19,6 +19,7 @@ from npuport.cost.timing import (
     StepTime,
     TimingModel,
     call_device_s,
+    is_broadcast,
     is_strided,
     op_class,
     simulate,
@@ -118,11 +119,15 @@ def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
         c.roofline_s = roof
         c.costed_on = chip.name
         c.time_s = call_device_s(model, chip, op_class(base_name(c.op), c.kind), c.cost.flops, c.cost.bytes,
-                                 c.cost.dtype, c.cost.matrix, _strided(c))
+                                 c.cost.dtype, c.cost.matrix, *_layout(c))
 
 
-def _strided(c: ReportedCall) -> bool:
-    return any(is_strided(t.shape, t.stride) for t in c.inputs)
+def _layout(c: ReportedCall) -> tuple[bool, bool, bool]:
+    """(an input is a strided view, an input is broadcast, the op widens its dtype) for the class variant."""
+    strided = any(is_strided(t.shape, t.stride) for t in c.inputs)
+    broadcast = any(is_broadcast(t.stride, t.shape) for t in c.inputs)
+    widening = bool(c.inputs and c.outputs) and itemsize(c.outputs[0].dtype) > itemsize(c.inputs[0].dtype)
+    return strided, broadcast, widening
 
 
 def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "eager",
@@ -135,7 +140,7 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
     for c in calls:
         base = base_name(c.op)
         dev = c.time_s if chip.name == c.costed_on and model is timing_for(chip) else call_device_s(
-            model, chip, op_class(base, c.kind), c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix, _strided(c))
+            model, chip, op_class(base, c.kind), c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix, *_layout(c))
         issued.append(Issued(dev, c.kind == "view", c.phase == "backward", base in syncing))
     return simulate(model, issued, mode)
 

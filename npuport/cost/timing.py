@@ -119,6 +119,11 @@ def is_strided(shape: tuple[int, ...], stride: tuple[int, ...] | None) -> bool:
     return False
 
 
+def is_broadcast(stride: tuple[int, ...] | None, shape: tuple[int, ...]) -> bool:
+    """An operand expanded along a dim (stride 0 over more than one element)."""
+    return stride is not None and any(st == 0 and n > 1 for n, st in zip(shape, stride))
+
+
 @functools.lru_cache(maxsize=1)
 def sync_ops() -> frozenset[str]:
     return frozenset(_data()["sync_ops"]["ops"])
@@ -166,12 +171,18 @@ def _timing(name: str, family: str) -> TimingModel:
 
 
 def call_device_s(model: TimingModel, chip: ChipProfile, cls: str, flops: float, nbytes: float, dtype: str,
-                  matrix: bool, strided: bool = False) -> float:
-    """Device seconds of one call of class `cls` (0 for a view); `strided`: an input is a strided view."""
+                  matrix: bool, strided: bool = False, broadcast: bool = False, widening: bool = False) -> float:
+    """Device seconds of one call of class `cls` (0 for a view). The layout of its operands picks a variant of the
+    class where timing.yaml has one: `strided` (an input is a strided view), `broadcast` (an elementwise op with an
+    operand broadcast along a dim), `widening` (a cast to a wider dtype)."""
     if cls == "view":
         return 0.0
     if strided and cls in strided_classes():
         cls = next((c for c in (f"strided_{cls}", "strided") if c in model.classes), cls)
+    elif broadcast and cls == "elementwise" and "broadcast" in model.classes:
+        cls = "broadcast"
+    elif widening and cls == "cast" and "cast_widen" in model.classes:
+        cls = "cast_widen"
     r = model.rates(cls)
     compute = flops / (chip.peak_flops(dtype, matrix) * r.compute) if flops else 0.0
     memory = nbytes / (chip.memory_bandwidth * r.memory) if nbytes else 0.0
