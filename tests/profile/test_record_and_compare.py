@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from npuport import api
 from npuport.cli.main import cli
 from npuport.cost.roofline import get_chip
-from npuport.cost.timing import Issued, call_device_s, is_strided, op_class, simulate, timing_for
+from npuport.cost.timing import Issued, call_device_s, is_broadcast, is_strided, op_class, simulate, timing_for
 from npuport.errors import NpuportError
 from npuport.model.loading import load_target
 from npuport.model.scenarios import parse_scenario
@@ -156,6 +156,12 @@ def test_timing_model_units() -> None:
     assert call_device_s(tm, h200, "cat", 0, 64e6, "bfloat16", False, strided=True) > 2 * dense
     assert op_class("_grouped_mm") == "grouped_matmul" and op_class("t", "view") == "view" and op_class("gelu") == "elementwise"
     assert is_strided((4, 8), (1, 4)) and not is_strided((4, 8), (0, 1)) and not is_strided((4, 8), None)
+    # operand layout picks the class variant: a broadcast multiply and a widening cast cost more per byte
+    plain = call_device_s(tm, h200, "elementwise", 0, 64e6, "bfloat16", False)
+    assert call_device_s(tm, h200, "elementwise", 0, 64e6, "bfloat16", False, broadcast=True) > plain
+    assert call_device_s(tm, h200, "cast", 0, 64e6, "bfloat16", False, widening=True) > \
+        call_device_s(tm, h200, "cast", 0, 64e6, "bfloat16", False)
+    assert is_broadcast((0, 1), (4, 8)) and not is_broadcast((8, 1), (4, 8)) and not is_broadcast((0, 1), (1, 8))
 
 
 def test_simulation_host_bound_device_bound_and_syncs() -> None:
