@@ -18,6 +18,7 @@ import math
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -25,28 +26,28 @@ sys.path.insert(0, str(ROOT))
 from npuport.cost.roofline import get_chip  # noqa: E402
 
 EC = [x / 100 for x in range(20, 101, 2)]
-EM = [x / 100 for x in range(6, 101, 2)]
+EM = [x / 1000 for x in range(2, 60, 2)] + [x / 100 for x in range(6, 101, 2)]  # slow classes (sort) sit far below 6%
 T0 = [x * 0.1e-6 for x in range(0, 121, 2)]
 
 
-def main() -> None:
-    data = json.loads(Path(sys.argv[1]).read_text())
+def fit(data: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per class {compute, memory, fixed_s, runs, error, worst}, plus "kernel_gap_s" under the key "_gap"."""
     chip = get_chip(data["chip"])
     by_class: dict[str, list[dict]] = {}
     for r in data["rows"]:
         if r["name"].startswith("contiguous of a transpose 1x"):  # already contiguous: no kernel runs
             continue
         name = r["name"]
-        # the class variants timing.yaml knows: a widening cast, a multiply with a broadcast operand
+        # the class variants timing.yaml knows: a widening cast, a multiply with a broadcast operand, top-k
         cls = ("cast_widen" if name.startswith("cast bf16->fp32") else "cast" if name.startswith("cast ")
-               else "broadcast" if " by a " in name else r["class"])
+               else "broadcast" if " by a " in name else "topk" if name.startswith("topk") else r["class"])
         by_class.setdefault(cls, []).append(r)
-    print(f"# fit by scripts/fit_timing.py from {sys.argv[1]} ({data['device_name']}, torch {data['torch']}, {data['date']})")
+    out: dict[str, dict[str, float]] = {}
     for cls, rows in by_class.items():
         matrix = cls in ("matmul", "grouped_matmul", "attention")
         pairs = []
         for r in rows:
-            dtype = "float32" if "fp32" in r["name"] and not r["name"].startswith("cast") else "bfloat16"  # noqa: E501
+            dtype = "float32" if "fp32" in r["name"] and not r["name"].startswith("cast") else "bfloat16"
             peak = chip.peak_flops(dtype, matrix)
             # fit the kernel's own duration (what a profile records per op) where the calibration has it
             pairs.append((r["flops"] / peak, r["bytes"] / chip.memory_bandwidth, r.get("kernel_s") or r["time_s"]))
@@ -60,16 +61,28 @@ def main() -> None:
         assert best is not None
         err, ec, em, t0 = best
         worst = max(abs(math.log((max(c / ec, m / em) + t0) / t)) for c, m, t in pairs)
-        print(f"  {cls}: {{compute: {ec:.2f}, memory: {em:.2f}, fixed_s: {t0:.2e}}}   "
-              f"# {len(rows)} runs, mean |log error| {err:.3f} (x{math.exp(err):.2f}), worst x{math.exp(worst):.2f}")
+        out[cls] = {"compute": ec, "memory": em, "fixed_s": t0, "runs": len(rows), "error": math.exp(err),
+                    "worst": math.exp(worst)}
     # the gap between back-to-back kernels: a graph of 1000 dependent tiny adds per add, minus a tiny add's own
     # kernel time (graphs of 10 calls, as the rows are timed, carry the graph launch in their per-call time)
     floor = data["floors"].get("device_floor_per_kernel_s")
     adds = [r["kernel_s"] for r in data["rows"] if r["name"].startswith("add bf16") and r.get("kernel_s")
             and r["bytes"] < 1e5]
     if floor and adds:
-        print(f"  kernel_gap_s: {max(floor - min(adds), 0.0):.2e}   # 1000-add graph per add {floor:.3g} s minus a "
-              f"tiny add's kernel {min(adds):.3g} s")
+        out["_gap"] = {"kernel_gap_s": max(floor - min(adds), 0.0), "floor": floor, "add": min(adds)}
+    return out
+
+
+def main() -> None:
+    data = json.loads(Path(sys.argv[1]).read_text())
+    print(f"# fit by scripts/fit_timing.py from {sys.argv[1]} ({data['device_name']}, torch {data['torch']}, {data['date']})")
+    for cls, f in fit(data).items():
+        if cls == "_gap":
+            print(f"  kernel_gap_s: {f['kernel_gap_s']:.2e}   # 1000-add graph per add {f['floor']:.3g} s minus a "
+                  f"tiny add's kernel {f['add']:.3g} s")
+            continue
+        print(f"  {cls}: {{compute: {f['compute']:.3g}, memory: {f['memory']:.3g}, fixed_s: {f['fixed_s']:.2e}}}   "
+              f"# {f['runs']:.0f} runs, x{f['error']:.2f} mean, worst x{f['worst']:.2f}")
     print(f"  floor per kernel: {data['floors'].get('device_floor_per_kernel_s', 0):.2e} s; host per eager op "
           f"{data['floors']['host_per_compute_op_s']:.2e} s, per view {data['floors']['host_per_view_op_s']:.2e} s")
 

@@ -1,0 +1,29 @@
+"""The H200 numbers of mappings/timing.yaml are what scripts/fit_timing.py gets from the committed calibration
+(docs/measured/h200-calibration.json), not hand-tuned: refitting gives them back to their printed precision."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from npuport.mappings import load_checked
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_h200_classes_are_the_fit_of_the_committed_calibration() -> None:
+    spec = importlib.util.spec_from_file_location("fit_timing", ROOT / "scripts" / "fit_timing.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fitted = mod.fit(json.loads((ROOT / "docs" / "measured" / "h200-calibration.json").read_text()))
+    h200 = load_checked("timing.yaml")["chips"]["H200"]
+    assert set(h200["classes"]) == set(fitted) - {"_gap"}
+    for cls, rates in h200["classes"].items():
+        for key in ("compute", "memory", "fixed_s"):
+            assert rates[key] == pytest.approx(fitted[cls][key], rel=0.02, abs=1e-9), (cls, key)
+    assert h200["kernel_gap_s"] == pytest.approx(fitted["_gap"]["kernel_gap_s"], rel=0.02)
