@@ -18,13 +18,16 @@ A trace without kernels (a CPU run) uses each op's self CPU time as its "device"
 from __future__ import annotations
 
 import bisect
+import functools
 import gzip
 import json
+import sys
 import zlib
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from npuport.errors import NpuportError
 
@@ -156,20 +159,21 @@ def _innermost(begins: list[float], ends: list[float], ts: float) -> int | None:
 
 def read_trace(path: str | Path) -> Trace:
     """Aggregate a Chrome trace per aten op (see the module doc)."""
-    ops_by_thread: dict[tuple[Any, Any], list[tuple[float, float, str, Any, Any]]] = defaultdict(list)
+    ops_by_thread: dict[tuple[Any, Any], _Ops] = defaultdict(_Ops)
     marks_by_thread: dict[tuple[Any, Any], list[tuple[float, float, str]]] = defaultdict(list)
     skips_by_thread: dict[tuple[Any, Any], list[tuple[float, float]]] = defaultdict(list)
     launches: dict[Any, tuple[Any, Any, float]] = {}  # correlation -> (pid, tid, ts)
     kernels: list[tuple[float, float, Any, Any, str]] = []  # ts, dur, correlation, External id, name
     steps: list[tuple[str, float, float]] = []
+    intern = sys.intern  # op and kernel names repeat millions of times in a large trace: one string each
     for e in iter_events(path):
         if e.get("ph") != "X":
             continue
-        cat, name, args = e.get("cat"), str(e.get("name", "")), e.get("args") or {}
+        cat, name, args = e.get("cat"), intern(str(e.get("name", ""))), e.get("args") or {}
         ts, dur = _num(e, "ts"), _num(e, "dur")
         if cat == "cpu_op":
-            ops_by_thread[(e.get("pid"), e.get("tid"))].append((ts, dur, name, args.get("External id"),
-                                                                args.get("Sequence number")))
+            ops_by_thread[(e.get("pid"), e.get("tid"))].append(ts, dur, name, args.get("External id"),
+                                                               args.get("Sequence number"))
         elif cat in KERNEL_CATS:
             kernels.append((ts, dur, args.get("correlation"), args.get("External id"), name))
         elif cat in RUNTIME_CATS and args.get("correlation") is not None:
@@ -184,21 +188,23 @@ def read_trace(path: str | Path) -> Trace:
         ops_by_thread, launches, kernels = _without_skipped(ops_by_thread, launches, kernels, skips_by_thread)
 
     ops: dict[str, OpStats] = defaultdict(OpStats)
+    # External ids only of the kernels whose runtime launch is not in the trace (the fallback needs no more)
+    wanted_ext = {ext for _, _, corr, ext, _ in kernels if ext is not None and (corr is None or corr not in launches)}
     by_ext: dict[Any, int] = {}
     # per op instance: name, parent instance (-1 at the top level), self time, sequence number, module path
     flat: list[tuple[str, int, float, Any, str]] = []
-    starts: dict[tuple[Any, Any], tuple[list[float], list[int]]] = {}  # per thread: sorted starts, instance index
-    intervals: dict[int, tuple[float, float]] = {}
+    starts: dict[tuple[Any, Any], tuple[array, array]] = {}  # per thread: sorted starts, instance index
+    begin_of, end_of = array("d"), array("d")  # per op instance (compact: a large trace has millions)
     top_level: list[tuple[float, float]] = []
-    for thread, events in ops_by_thread.items():
-        events.sort(key=lambda x: (x[0], -x[1]))
+    for thread, column in ops_by_thread.items():
+        events = column.sorted_rows()
         marks = sorted(marks_by_thread.get(thread, []), key=lambda m: (m[0], -m[1]))
         mark_begins, mark_ends = [m[0] for m in marks], [m[1] for m in marks]
         stack: list[int] = []
         child_us: list[float] = []
         first = len(flat)
         for ts, dur, name, ext, seq in events:
-            while stack and ts >= intervals[stack[-1]][1]:
+            while stack and ts >= end_of[stack[-1]]:
                 stack.pop()
             idx = len(flat)
             parent = stack[-1] if stack else -1
@@ -209,14 +215,17 @@ def read_trace(path: str | Path) -> Trace:
             m = _innermost(mark_begins, mark_ends, ts) if marks else None
             flat.append((name, parent, dur, seq, marks[m][2] if m is not None else ""))
             child_us.append(0.0)
-            intervals[idx] = (ts, ts + dur)
-            if ext is not None:
+            begin_of.append(ts)
+            end_of.append(ts + dur)
+            if ext is not None and ext in wanted_ext:
                 by_ext[ext] = idx
             stack.append(idx)
         for k in range(first, len(flat)):
             name, parent, dur, seq, module = flat[k]
             flat[k] = (name, parent, max(dur - child_us[k - first], 0.0), seq, module)
-        starts[thread] = ([ev[0] for ev in events], list(range(first, len(flat))))
+        starts[thread] = (array("d", (ev[0] for ev in events)), array("q", range(first, len(flat))))
+        del events
+        column.clear()  # what is kept of them is in flat and the arrays
     modules = _modules(flat)
 
     def innermost(thread: tuple[Any, Any], ts: float) -> int | None:
@@ -225,9 +234,10 @@ def read_trace(path: str | Path) -> Trace:
         begins, idxs = starts[thread]
         k = bisect.bisect_right(begins, ts) - 1
         while k >= 0:  # the latest-starting op that still encloses ts is the innermost
-            a, b = intervals[idxs[k]]
+            i = idxs[k]
+            a, b = begin_of[i], end_of[i]
             if a <= ts < b or (a == ts == b):
-                return idxs[k]
+                return i
             k -= 1
         return None
 
@@ -279,15 +289,57 @@ def read_trace(path: str | Path) -> Trace:
                  by_module=dict(by_module) if any(modules) else {})
 
 
-def _without_skipped(ops_by_thread: dict[tuple[Any, Any], list[tuple[float, float, str, Any, Any]]],
+class _Ops:
+    """One thread's CPU ops as columns (a large trace holds millions: arrays of numbers, names interned), read back
+    sorted by start, longer first at equal starts (the enclosing op before the ones it encloses)."""
+
+    _NONE = -(1 << 62)
+
+    def __init__(self) -> None:
+        self.ts, self.dur = array("d"), array("d")
+        self.names: list[str] = []
+        self.ext, self.seq = array("q"), array("q")
+
+    def append(self, ts: float, dur: float, name: str, ext: Any, seq: Any) -> None:
+        self.ts.append(ts)
+        self.dur.append(dur)
+        self.names.append(name)
+        self.ext.append(ext if isinstance(ext, int) else self._NONE)
+        self.seq.append(seq if isinstance(seq, int) else self._NONE)
+
+    def rows(self, order: Iterable[int] | None = None) -> list[tuple[float, float, str, Any, Any]]:
+        none = self._NONE
+        return [(self.ts[i], self.dur[i], self.names[i], None if self.ext[i] == none else self.ext[i],
+                 None if self.seq[i] == none else self.seq[i]) for i in (order if order is not None else range(len(self.ts)))]
+
+    def sorted_rows(self) -> list[tuple[float, float, str, Any, Any]]:
+        ts, dur = self.ts, self.dur
+        return self.rows(sorted(range(len(ts)), key=lambda i: (ts[i], -dur[i])))
+
+    def keep(self, want: Callable[[float], bool]) -> _Ops:
+        out = _Ops()
+        for row in self.rows():
+            if want(row[0]):
+                out.append(*row)
+        return out
+
+    def clear(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+def _outside(ranges: list[tuple[float, float]], ts: float) -> bool:
+    return not any(a <= ts < b for a, b in ranges)
+
+
+def _without_skipped(ops_by_thread: dict[tuple[Any, Any], _Ops],
                      launches: dict[Any, tuple[Any, Any, float]], kernels: list[tuple[float, float, Any, Any, str]],
                      skips: dict[tuple[Any, Any], list[tuple[float, float]]]) -> tuple[Any, Any, Any]:
     """Drop the CPU ops inside a skip annotation, and the kernels they launched."""
     def inside(thread: tuple[Any, Any], ts: float) -> bool:
         return any(a <= ts < b for a, b in skips.get(thread, ()))
-    kept_ops = {t: [e for e in evs if not inside(t, e[0])] for t, evs in ops_by_thread.items()}
+    kept_ops = {t: evs.keep(functools.partial(_outside, skips.get(t, []))) for t, evs in ops_by_thread.items()}
     dropped = {c for c, (pid, tid, ts) in launches.items() if inside((pid, tid), ts)}
-    return (defaultdict(list, kept_ops), {c: v for c, v in launches.items() if c not in dropped},
+    return (defaultdict(_Ops, kept_ops), {c: v for c, v in launches.items() if c not in dropped},
             [k for k in kernels if k[2] not in dropped])
 
 
