@@ -217,3 +217,29 @@ def test_raw_h200_trace_fixture_is_small_and_gzip() -> None:
     assert H200_TRACE.stat().st_size < 400_000
     with gzip.open(H200_TRACE, "rt") as fh:
         assert '"traceEvents"' in fh.read(4096)
+
+
+def test_audit_joins_one_recorded_profile_per_scenario(tmp_path: Path) -> None:
+    """Two artifacts recorded on CPU, each joined to the audit scenario it names; text and JSON carry both."""
+    res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--scenario", "prefill:batch=1,seq=16",
+                                   "--scenario", "decode:batch=1,past=16", "--warmup", "1", "--steps", "1",
+                                   "--out-dir", str(tmp_path), "--quiet"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "audit.json"
+    res = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", "prefill:batch=1,seq=16", "--scenario",
+                                   "decode:batch=1,past=16", "--profile", str(tmp_path / "decode.profile.json"),
+                                   "--profile", str(tmp_path / "prefill.profile.json"), "--json-out", str(out),
+                                   "--quiet"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    joins = {j["scenario"]: j for j in data["profile"]}
+    assert set(joins) == {"prefill", "decode"}
+    for name, j in joins.items():
+        assert j["shape_note"] is None and j["step"]["measured"]["step_from"] == "unprofiled median"
+        assert j["modules"] and j["ops"] and 0 <= j["distance"] <= 1
+    assert "Measured against estimated" in res.output and "decode: step" in res.output
+    # a profile of other shapes than the audited scenario says so
+    res = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", "prefill:batch=1,seq=32", "--profile",
+                                   str(tmp_path / "prefill.profile.json"), "--format", "json", "--quiet"])
+    assert res.exit_code == 0
+    assert "times do not compare" in json.loads(res.output)["profile"][0]["shape_note"]
