@@ -330,12 +330,17 @@ def _union(intervals: Iterable[tuple[int, int]]) -> int:
     return total
 
 
-def _step_rows(steps: list[tuple[str, int, int, float]], busy: list[tuple[int, int]]) -> list[dict[str, Any]]:
-    """Per step (name, start ns, end ns, wall µs): wall, the union of busy time inside, the idle rest."""
+def _step_rows(steps: list[tuple[str, int, int, float]], busy: list[tuple[int, int]],
+               host: list[tuple[int, int]] | None = None) -> list[dict[str, Any]]:
+    """Per step (name, start ns, end ns, wall µs): wall, the union of busy time inside, the idle rest, and (given the
+    CPU ops' spans) the union of host op time inside, as kineto.py reports it."""
     rows = []
     for name, a, b, wall in sorted(steps, key=lambda s: s[1]):
         work = _union((max(x, a), min(y, b)) for x, y in busy if y > a and x < b) / 1000
-        rows.append({"name": name, "wall_us": wall, "kernel_us": work, "idle_us": max(wall - work, 0.0)})
+        row = {"name": name, "wall_us": wall, "kernel_us": work, "idle_us": max(wall - work, 0.0)}
+        if host is not None:
+            row["host_us"] = _union((max(x, a), min(y, b)) for x, y in host if y > a and x < b) / 1000
+        rows.append(row)
     return rows
 
 
@@ -398,7 +403,8 @@ def _from_trace(path: Path, source: str) -> Trace:
 
     # busy: the device tasks; on a CPU run the ops themselves (their union is the top-level op time, as in kineto.py)
     busy = [(a, b) for spans in (ev.ops.values() if on_cpu else tasks.by_place.values()) for a, b, *_ in spans]
-    steps = _step_rows([(name, a, b, dur) for a, b, dur, name in ev.steps], busy)
+    host_spans = [(a, b) for spans in ev.ops.values() for a, b, *_ in spans]
+    steps = _step_rows([(name, a, b, dur) for a, b, dur, name in ev.steps], busy, host_spans)
     return Trace(format="ascend", source=source, device="cpu" if on_cpu else "npu", ops=dict(ops), steps=steps, kernels=n_tasks,
                  cpu_ops=len(calls), by_module=dict(by_module))
 

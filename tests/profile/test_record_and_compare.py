@@ -134,6 +134,9 @@ def test_compare_cli_formats_and_an_ascend_side(tmp_path: Path) -> None:
         assert "allreduce" in res.output or fmt == "text"
         if fmt == "html":
             assert res.output.startswith("<!DOCTYPE html>") and 'id="tbl-rows"' in res.output
+    art = api.profile_import(npu)
+    (step,) = art["steps"]
+    assert 0 < step["host_s"] <= step["wall_s"] and 0 < step["kernel_s"] <= step["wall_s"]
     data = json.loads(CliRunner().invoke(cli, ["profile", "compare", base, npu, "--format", "json"]).output)
     assert data["breakdown"]["new"]["communication_s"] > 0.1  # the NPU sample's allreduce (106 ms)
     bad = CliRunner().invoke(cli, ["profile", "compare", base, str(tmp_path / "missing.json")])
