@@ -136,6 +136,7 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
         raise NpuportError(f"the audit has no scenario {scenario!r} to join the profile to", "one of " + ", ".join(names), scenario)
     est: dict[str, float] = defaultdict(float)
     kinds: dict[str, str] = {}
+    sources: dict[str, list[str]] = {}  # the source lines the audit traced each op to (a recorded profile has none)
     for op in audit_json.get("ops", []):
         sc = (op.get("scenarios") or {}).get(scenario)
         if sc is None:
@@ -143,6 +144,8 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
         b = base(op["op"])
         est[b] += float(sc.get("estimated_time_s") or 0.0)
         kinds.setdefault(b, op.get("kind", "compute"))
+        sources.setdefault(b, [])
+        sources[b] += [x for x in op.get("sources") or [] if x not in sources[b]]
     measured, calls, only = _rolled(profile, set(est))
     est_total = sum(est.values())
     meas_total = sum(measured.values()) + sum(only.values())
@@ -151,7 +154,8 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
         e, m = est.get(b, 0.0), measured.get(b, 0.0)
         rows.append({"op": b, "class": op_class(b, kinds.get(b, "compute")), "estimated_s": e, "measured_s": m,
                      "ratio": m / e if e else None, "estimated_share": e / est_total if est_total else 0.0,
-                     "measured_share": m / meas_total if meas_total else 0.0, "measured_calls": calls.get(b, 0)})
+                     "measured_share": m / meas_total if meas_total else 0.0, "measured_calls": calls.get(b, 0),
+                     "sources": sources.get(b, [])[:5]})
     only_rows: list[dict[str, Any]] = [{"op": k, "class": op_class(k), "measured_s": t, "measured_share": t / meas_total if meas_total else 0.0}
                  for k, t in sorted(only.items(), key=lambda kv: -kv[1]) if t > 0]
     classes: dict[str, dict[str, float]] = defaultdict(lambda: {"estimated_s": 0.0, "measured_s": 0.0})

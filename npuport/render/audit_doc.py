@@ -561,11 +561,13 @@ def profile_section(data: dict[str, Any]) -> Section | None:
             sec.lines.append(f"{st['name']}: wall {fmt_time(st['wall_s'])}, busy {fmt_time(st['kernel_s'])}, "
                              f"idle {fmt_time(st['idle_s'])}" + (f", host {fmt_time(st['host_s'])}" if st.get("host_s") else ""))
         rows = [[r["op"], fmt_time(r["estimated_s"]), fmt_time(r["measured_s"]), _ratio(r["ratio"]),
-                 fmt_share(r["estimated_share"]), fmt_share(r["measured_share"])] for r in j["ops"]]
+                 fmt_share(r["estimated_share"]), fmt_share(r["measured_share"]),
+                 ", ".join(short_source(x) for x in (r.get("sources") or [])[:2]) or "-"] for r in j["ops"]]
         sec.tables.append(Table(f"profile_{sc}", f"Per op ({sc})",
                                 [Column("op", kind="code"), Column("estimated", "right"), Column("measured", "right"),
                                  Column("ratio", "right"), Column("est share", "right", priority=1),
-                                 Column("measured share", "right", priority=1)], rows))
+                                 Column("measured share", "right", priority=1),
+                                 Column("source", kind="code", priority=2)], rows))
         sec.tables.append(Table(f"profile_classes_{sc}", f"Per op class ({sc})",
                                 [Column("class"), Column("estimated", "right"), Column("measured", "right"),
                                  Column("ratio", "right")],

@@ -240,6 +240,8 @@ def test_audit_joins_one_recorded_profile_per_scenario(tmp_path: Path) -> None:
     for name, j in joins.items():
         assert j["shape_note"] is None and j["step"]["measured"]["step_from"] == "unprofiled median"
         assert j["modules"] and j["ops"] and 0 <= j["distance"] <= 1
+        # the source line each measured op was traced to comes from the audit (model.py's own lines)
+        assert any(src.startswith(str(GPT)) or "model.py:" in src for r in j["ops"] for src in r["sources"])
     assert "Measured against estimated" in res.output and "decode: step" in res.output
     # a profile of other shapes than the audited scenario says so
     res = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", "prefill:batch=1,seq=32", "--profile",
