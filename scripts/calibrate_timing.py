@@ -149,6 +149,10 @@ def vector(dev: str, chip: Any) -> list[dict[str, Any]]:
              torch.mul, 1.0 * n, 8.0 * n + 4.0 * r, "float32"),
             ("elementwise", f"mul bf16 {r}x{c} by a row", lambda r=r, c=c: (rnd((r, c), bf, dev), rnd((c,), bf, dev)),
              torch.mul, 1.0 * n, 4.0 * n + 2.0 * c, "bfloat16"),
+            ("elementwise", f"mul fp32 {r}x{c} by a row", lambda r=r, c=c: (rnd((r, c), f32, dev), rnd((c,), f32, dev)),
+             torch.mul, 1.0 * n, 8.0 * n + 4.0 * c, "float32"),
+            ("elementwise", f"mul bf16 {r}x{c} by a column", lambda r=r, c=c: (rnd((r, c), bf, dev), rnd((r, 1), bf, dev)),
+             torch.mul, 1.0 * n, 4.0 * n + 2.0 * r, "bfloat16"),
             ("strided_copy", f"contiguous of a transpose {r}x{c}", lambda r=r, c=c: (rnd((c, r), bf, dev).t(),), lambda a: a.contiguous(), 0.0, 4.0 * n, "bfloat16"),
             ("copy", f"clone bf16 {n}", lambda n=n: (rnd((n,), bf, dev),), torch.clone, 0.0, 4.0 * n, "bfloat16"),
             ("reduction", f"mean fp32 {r}x{c}", lambda r=r, c=c: (rnd((r, c), f32, dev),), lambda a: a.mean(-1, keepdim=True), 1.0 * n, 4.0 * n + 4.0 * r, "float32"),
@@ -172,15 +176,19 @@ def strided(dev: str, chip: Any) -> list[dict[str, Any]]:
     for (s_, h, d) in ((2048, 32, 128), (2048, 16, 128), (512, 32, 128), (2048, 4, 64), (8192, 32, 128)):
         n = s_ * h * d
         cases = [
+            # bytes as the audit counts them: the broadcast operand (1, 1, S, D) is read once
             ("rotary mul of a transposed view", lambda: (rnd((1, s_, h, d), bf, dev).transpose(1, 2), rnd((1, 1, s_, d), bf, dev)),
-             torch.mul, n, 6.0 * n),
+             torch.mul, n, 4.0 * n + 2.0 * s_ * d),
+            ("mul by a 1x1xSxD (over heads)", lambda: (rnd((1, h, s_, d), bf, dev), rnd((1, 1, s_, d), bf, dev)),
+             torch.mul, n, 4.0 * n + 2.0 * s_ * d),
             ("cat of the halves of the last dim", lambda: (rnd((1, h, s_, d), bf, dev),),
              lambda x: torch.cat((-x[..., d // 2:], x[..., : d // 2]), dim=-1), 0.0, 4.0 * n),
             ("contiguous of a head transpose", lambda: (rnd((1, h, s_, d), bf, dev).transpose(1, 2),),
              lambda x: x.contiguous(), 0.0, 4.0 * n),
         ]
         for name, make, call, flops, nb in cases:
-            cls = "strided_cat" if name.startswith("cat") else "strided_copy" if name.startswith("contiguous") else "strided"
+            cls = ("strided_cat" if name.startswith("cat") else "strided_copy" if name.startswith("contiguous")
+                   else "elementwise" if "over heads" in name else "strided")
             out.append(row(cls, f"{name} 1x{h}x{s_}x{d}", device_time(rotating(make, call, nb), dev), flops, nb,
                            chip, False, "bfloat16"))
     return out

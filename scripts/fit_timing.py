@@ -40,7 +40,8 @@ def fit(data: dict[str, Any]) -> dict[str, dict[str, float]]:
         name = r["name"]
         # the class variants timing.yaml knows: a widening cast, a multiply with a broadcast operand, top-k
         cls = ("cast_widen" if name.startswith("cast bf16->fp32") else "cast" if name.startswith("cast ")
-               else "broadcast" if " by a " in name else "topk" if name.startswith("topk") else r["class"])
+               else "broadcast" if (" by a " in name and "fp32" in name) else "broadcast_half" if " by a " in name
+               else "topk" if name.startswith("topk") else r["class"])
         by_class.setdefault(cls, []).append(r)
     out: dict[str, dict[str, float]] = {}
     for cls, rows in by_class.items():

@@ -179,8 +179,9 @@ def call_device_s(model: TimingModel, chip: ChipProfile, cls: str, flops: float,
         return 0.0
     if strided and cls in strided_classes():
         cls = next((c for c in (f"strided_{cls}", "strided") if c in model.classes), cls)
-    elif broadcast and cls == "elementwise" and "broadcast" in model.classes:
-        cls = "broadcast"
+    elif broadcast and cls == "elementwise":
+        half = dtype in ("bfloat16", "float16") and "broadcast_half" in model.classes
+        cls = "broadcast_half" if half else "broadcast" if "broadcast" in model.classes else cls
     elif widening and cls == "cast" and "cast_widen" in model.classes:
         cls = "cast_widen"
     r = model.rates(cls)
