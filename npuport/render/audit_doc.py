@@ -202,12 +202,8 @@ def step_time_table(data: dict[str, Any]) -> Table:
     names = [s["name"] for s in data["scenarios"]]
     target, base = data["chip"], data.get("baseline_chip")
     mode = {s.get("step", {}).get("mode", "eager") for s in data["scenarios"]}
-    cols = [Column(f"estimated step time ({'/'.join(sorted(mode))}: device + host, mappings/timing.yaml)")] + \
-        [Column(n, "right") for n in names]
+    cols = [Column(f"step time ({'/'.join(sorted(mode))})")] + [Column(n, "right") for n in names]
     rows = [[f"{target} (target)"] + [fmt_time(s["estimated_time_s_by_chip"][target]) for s in data["scenarios"]]]
-    if all("step" in s for s in data["scenarios"]):
-        rows.append([f"  bound on {target}"] + [f"{s['step']['bound']} ({fmt_time(s['step']['host_s'])} host, "
-                                                  f"{fmt_time(s['step']['device_s'])} device)" for s in data["scenarios"]])
     if base and base != target and all(base in s["estimated_time_s_by_chip"] for s in data["scenarios"]):
         rows.append([f"{base} (from)"] + [fmt_time(s["estimated_time_s_by_chip"][base]) for s in data["scenarios"]])
         ratios = []
@@ -221,7 +217,8 @@ def step_time_table(data: dict[str, Any]) -> Table:
 def scenarios_section(data: dict[str, Any]) -> Section:
     sec = Section("scenarios", "Scenarios")
     cols = [Column("scenario"), Column("shape"), Column("compute ops", "right"), Column("FLOPs", "right"),
-            Column("bytes", "right"), Column("device time", "right"), Column("roofline bound", "right", priority=2)]
+            Column("bytes", "right"), Column("device time", "right"), Column("host time", "right", priority=1),
+            Column("bound", priority=1), Column("roofline bound", "right", priority=2)]
     rows = []
     for s in data["scenarios"]:
         shape = f"batch {s['batch']} x {s['seq']} tokens" + (", forward + backward" if s["kind"] == "train" else "")
@@ -229,9 +226,11 @@ def scenarios_section(data: dict[str, Any]) -> Section:
             shape += (f", no cache: re-runs the {s['past'] + s['seq']}-token context" if s.get("recompute")
                       else f", cache of {s['past']} tokens")
         rows.append([s["name"], shape, fmt_count(s["compute_calls"]), fmt_si(s["flops"], "FLOP"), fmt_si(s["bytes"], "B"),
-                     fmt_time(s["estimated_time_s"]), fmt_time(s["roofline_time_s"]) if "roofline_time_s" in s else "-"])
+                     fmt_time(s["estimated_time_s"]), fmt_time(s["step"]["host_s"]) if "step" in s else "-",
+                     s["step"]["bound"] if "step" in s else "-",
+                     fmt_time(s["roofline_time_s"]) if "roofline_time_s" in s else "-"])
     for f in data.get("failed_scenarios", []):
-        rows.append([f["name"], f"could not be traced: {f['reason']}", "", "", "", "", ""])
+        rows.append([f["name"], f"could not be traced: {f['reason']}", "", "", "", "", "", "", ""])
     sec.tables.append(Table("scenarios", "", cols, rows))
     return sec
 
