@@ -213,6 +213,19 @@ def moe(dev: str, chip: Any) -> list[dict[str, Any]]:
                       lambda a, b, offs=offs: grouped(a, b, offs=offs), nb)
         out.append(row("grouped_matmul", f"grouped_mm {m}x{k} @ {g}x{k}x{n}", device_time(fn, dev), 2.0 * m * k * n, nb,
                        chip, True, "bfloat16"))
+        if m < g:
+            continue
+        # the layouts a transformers MoE runs: expert weights stored (G, N, K) and used transposed in the forward,
+        # and the weight gradient, grouped along K: (K, M) (a transposed view of the activations) x (M, N)
+        fn = rotating(lambda g=g, k=k, n=n, m=m: (rnd((m, k), bf, dev), rnd((g, n, k), bf, dev).transpose(1, 2)),
+                      lambda a, b, offs=offs: grouped(a, b, offs=offs), nb)
+        out.append(row("grouped_matmul", f"grouped_mm {m}x{k} @ {g}x{k}x{n} (weights transposed)", device_time(fn, dev),
+                       2.0 * m * k * n, nb, chip, True, "bfloat16"))
+        nbw = 2.0 * (k * m + m * n + g * k * n)
+        fn = rotating(lambda k=k, n=n, m=m: (rnd((m, k), bf, dev).t(), rnd((m, n), bf, dev)),
+                      lambda a, b, offs=offs: grouped(a, b, offs=offs), nbw)
+        out.append(row("grouped_matmul", f"grouped_mm weight gradient {k}x{m} @ {m}x{n} into {g} groups",
+                       device_time(fn, dev), 2.0 * m * k * n, nbw, chip, True, "bfloat16"))
     for (t, e, k) in ((2048, 64, 8), (1, 64, 8), (4096, 128, 8), (2048, 8, 2)):
         logits = rnd((t, e), torch.float32, dev)
         out.append(row("sort", f"topk {t}x{e} k={k}", device_time(lambda lg=logits, k=k: torch.topk(lg, k, dim=-1), dev),
@@ -231,6 +244,19 @@ def moe(dev: str, chip: Any) -> list[dict[str, Any]]:
                        lambda x, i, v: x.index_add(0, i, v), nb2)
         out.append(row("scatter", f"index_add {picks} rows into {rows_}x{hid}", device_time(fn2, dev), picks * hid, nb2,
                        chip, False, "bfloat16"))
+        # the backward of x[i] (index_put with accumulate, out of place) and a plain indexed store, bytes as the
+        # audit counts them: self, indices, values, output
+        nb3 = 2.0 * (2 * rows_ * hid + picks * hid) + 8.0 * picks
+        fn3 = rotating(lambda r=rows_, h=hid, p=picks: (rnd((r, h), bf, dev), torch.randint(0, r, (p,), device=dev),
+                                                        rnd((p, h), bf, dev)),
+                       lambda x, i, v: torch.index_put(x, (i,), v, accumulate=True), nb3)
+        out.append(row("scatter", f"index_put accumulate {picks} rows into {rows_}x{hid}", device_time(fn3, dev),
+                       picks * hid, nb3, chip, False, "bfloat16"))
+    for n in (8, 2048, 16384, 1 << 20):
+        nb4 = 4.0 * 3 * n + 8.0 * n
+        fn4 = rotating(lambda n=n: (rnd((n,), torch.float32, dev), torch.randperm(n, device=dev), rnd((n,), torch.float32, dev)),
+                       lambda x, i, v: x.index_put_((i,), v), nb4)
+        out.append(row("scatter", f"index_put_ store {n} of {n}", device_time(fn4, dev), 0.0, nb4, chip, False, "float32"))
     return out
 
 

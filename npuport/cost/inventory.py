@@ -20,6 +20,7 @@ from npuport.cost.timing import (
     TimingModel,
     call_device_s,
     is_broadcast,
+    is_implicit_broadcast,
     is_strided,
     op_class,
     simulate,
@@ -125,7 +126,8 @@ def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
 def _layout(c: ReportedCall) -> tuple[bool, bool, bool]:
     """(an input is a strided view, an input is broadcast, the op widens its dtype) for the class variant."""
     strided = any(is_strided(t.shape, t.stride) for t in c.inputs)
-    broadcast = any(is_broadcast(t.stride, t.shape) for t in c.inputs)
+    out = tuple(c.outputs[0].shape) if c.outputs else ()
+    broadcast = any(is_broadcast(t.stride, t.shape) or is_implicit_broadcast(tuple(t.shape), out) for t in c.inputs)
     widening = bool(c.inputs and c.outputs) and itemsize(c.outputs[0].dtype) > itemsize(c.inputs[0].dtype)
     return strided, broadcast, widening
 

@@ -77,6 +77,10 @@ def _grouped_mm_flops(a: Sequence[int], b: Sequence[int], *rest: Any, out_shape:
         return 2 * a[0] * a[1] * b[2]
     if len(a) == 3 and len(b) == 3:  # batched form (G, M, K) x (G, K, N)
         return 2 * a[0] * a[1] * a[2] * b[2]
+    if len(a) == 2 and len(b) == 2:  # groups along K (a weight gradient): (K, M_total) x (M_total, N) -> (G, K, N)
+        return 2 * a[0] * a[1] * b[1]
+    if len(a) == 3 and len(b) == 2:  # groups along N: (G, M, K) x (K, N_total) -> (M, N_total)
+        return 2 * a[1] * a[2] * b[1]
     return 2 * _prod(out_shape[0] if out_shape else ()) * a[-1]
 
 

@@ -124,6 +124,32 @@ def is_broadcast(stride: tuple[int, ...] | None, shape: tuple[int, ...]) -> bool
     return stride is not None and any(st == 0 and n > 1 for n, st in zip(shape, stride))
 
 
+# Below this many contiguous elements under its innermost broadcast dim, an operand broadcast by the op itself
+# makes the kernel run at the "broadcast" rates: the calibration's column ([R, 1]) and row ([C], C <= 4096)
+# multiplies. Its broadcasts over heads ([1, 1, S, D] against [1, H, S, D], blocks of 65536 and more) run at
+# plain elementwise rates (scripts/calibrate_timing.py, docs/measured/h200-calibration.json).
+_BROADCAST_BLOCK = 16384
+
+
+def is_implicit_broadcast(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """An operand of more than one element that the op itself broadcasts to its output's shape (x * rsqrt(var) of
+    a norm: [S, 1] against [S, H]), with short contiguous blocks under the broadcast dim."""
+    if len(shape) > len(out) or _numel(shape) <= 1:
+        return False
+    padded = (1,) * (len(out) - len(shape)) + tuple(shape)
+    for i in range(len(out) - 1, -1, -1):
+        if padded[i] == 1 and out[i] > 1:
+            return _numel(out[i + 1:]) < _BROADCAST_BLOCK
+    return False
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 @functools.lru_cache(maxsize=1)
 def sync_ops() -> frozenset[str]:
     return frozenset(_data()["sync_ops"]["ops"])
