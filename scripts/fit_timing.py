@@ -41,11 +41,14 @@ def fit(data: dict[str, Any]) -> dict[str, dict[str, float]]:
         # the class variants timing.yaml knows: a widening cast, a multiply with a broadcast operand, top-k
         cls = ("cast_widen" if name.startswith("cast bf16->fp32") else "cast" if name.startswith("cast ")
                else "broadcast" if (" by a " in name and "fp32" in name) else "broadcast_half" if " by a " in name
-               else "topk" if name.startswith("topk") else r["class"])
+               else "topk" if name.startswith("topk")
+               else "grouped_matmul_wgrad" if name.startswith("grouped_mm weight gradient")
+               else "scatter_accumulate" if name.startswith("index_put accumulate")
+               else "scatter_store" if name.startswith("index_put_ store") else r["class"])
         by_class.setdefault(cls, []).append(r)
     out: dict[str, dict[str, float]] = {}
     for cls, rows in by_class.items():
-        matrix = cls in ("matmul", "grouped_matmul", "attention")
+        matrix = cls in ("matmul", "grouped_matmul", "grouped_matmul_wgrad", "attention")
         pairs = []
         for r in rows:
             dtype = "float32" if "fp32" in r["name"] and not r["name"].startswith("cast") else "bfloat16"

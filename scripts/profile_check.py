@@ -72,7 +72,8 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
                          "estimated_s": st["estimated"]["step_s"], "measured_s": st["measured"]["step_s"],
                          "measured_range_s": (min(plain), max(plain)), "error": st.get("error"),
                          "est_device_s": st["estimated"].get("device_s"), "kernel_s": st["measured"]["device_s"],
-                         "device_error": st.get("device_error"), "distance": j["distance"],
+                         # a graph replay's kernels have no aten op to be matched by: no share distance
+                         "device_error": st.get("device_error"), "distance": j["distance"] if mode == "eager" else None,
                          "bound": st["estimated"].get("bound"), "est_host_s": st["estimated"].get("host_s"),
                          "host_probe_s": probe, "estimated_on_host_s": on_host,
                          "roofline_s": next(x["roofline_time_s"] for x in data["scenarios"] if x["name"] == name),
@@ -126,13 +127,17 @@ def main() -> None:
                   f"{r['estimated_s'] * ms:.1f} ms | {r['error']:+.0%} | {r['estimated_on_host_s'] * ms:.1f} ms "
                   f"({r['host_probe_s'] * 1e6:.1f} µs) | {r['error_on_host']:+.0%} | {r['est_device_s'] * ms:.1f} / "
                   f"{r['kernel_s'] * ms:.1f} ms ({r['device_error']:+.0%}) | {r['roofline_s'] / r['kernel_s']:.2f}x | "
-                  f"{r['distance']:.3f} | {r['bound']} |")
+                  f"{_dist(r['distance'])} | {r['bound']} |")
         return
     for r in rows:
         lo, hi = r["measured_range_s"]
         print(f"{r['model']:15} {r['scenario']:32} est {r['estimated_s'] * ms:7.1f} ms  measured {r['measured_s'] * ms:7.1f} "
               f"({lo * ms:.1f}-{hi * ms:.1f})  err {r['error']:+5.0%}  host-scaled err {r['error_on_host']:+5.0%}  device {r['est_device_s'] * ms:6.1f}/{r['kernel_s'] * ms:6.1f} "
-              f"({r['device_error']:+4.0%})  distance {r['distance']:.3f}  {r['bound']}-bound")
+              f"({r['device_error']:+4.0%})  distance {_dist(r['distance'])}  {r['bound']}-bound")
+
+
+def _dist(d: float | None) -> str:
+    return "n/a" if d is None else f"{d:.3f}"
 
 
 if __name__ == "__main__":

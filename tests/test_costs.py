@@ -110,6 +110,10 @@ def test_grouped_mm_flops():
     from npuport.cost.op_costs import _grouped_mm_flops
 
     assert _grouped_mm_flops((96, 64), (8, 64, 128)) == 2 * 96 * 64 * 128
+    # the weight gradient, grouped along K: (K, M_total) x (M_total, N) -> (G, K, N), each row of M meets K x N once
+    assert _grouped_mm_flops((64, 96), (96, 128)) == 2 * 64 * 96 * 128
+    # grouped along N: (G, M, K) x (K, N_total) -> (M, N_total)
+    assert _grouped_mm_flops((8, 96, 64), (64, 128)) == 2 * 96 * 64 * 128
 
 
 def test_reduction_counts_input_elements():

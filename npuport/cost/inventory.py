@@ -14,6 +14,7 @@ from typing import Iterable, Mapping, Sequence
 from npuport.cost.op_costs import CallCost, backward_frame_cost, base_name, call_cost, frame_cost, itemsize, op_classes
 from npuport.cost.roofline import Bound, ChipProfile
 from npuport.cost.timing import (
+    INDEXED_STORES,
     Issued,
     Mode,
     StepTime,
@@ -23,6 +24,7 @@ from npuport.cost.timing import (
     is_implicit_broadcast,
     is_strided,
     op_class,
+    op_variant,
     simulate,
     sync_ops,
     timing_for,
@@ -119,8 +121,16 @@ def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
         roof, c.bound = chip.roofline(c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)
         c.roofline_s = roof
         c.costed_on = chip.name
-        c.time_s = call_device_s(model, chip, op_class(base_name(c.op), c.kind), c.cost.flops, c.cost.bytes,
+        c.time_s = call_device_s(model, chip, _class(c, model), c.cost.flops, c.cost.bytes,
                                  c.cost.dtype, c.cost.matrix, *_layout(c))
+
+
+def _class(c: ReportedCall, model: TimingModel) -> str:
+    """The timing class of a call: its op's class, or the variant of it that its operands pick (op_variant)."""
+    base = base_name(c.op)
+    cls = op_class(base, c.kind)
+    acc = c.kwargs.get("accumulate", c.args[3] if len(c.args) > 3 else False) if base in INDEXED_STORES else None
+    return op_variant(base, cls, tuple(len(t.shape) for t in c.inputs), bool(acc) if acc is not None else None, model)
 
 
 def _layout(c: ReportedCall) -> tuple[bool, bool, bool]:
@@ -142,7 +152,7 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
     for c in calls:
         base = base_name(c.op)
         dev = c.time_s if chip.name == c.costed_on and model is timing_for(chip) else call_device_s(
-            model, chip, op_class(base, c.kind), c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix, *_layout(c))
+            model, chip, _class(c, model), c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix, *_layout(c))
         issued.append(Issued(dev, c.kind == "view", c.phase == "backward", base in syncing))
     return simulate(model, issued, mode)
 

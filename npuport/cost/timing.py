@@ -196,6 +196,21 @@ def _timing(name: str, family: str) -> TimingModel:
     return _model(name, fam, fam["status"], fam["source"])
 
 
+INDEXED_STORES = frozenset({"index_put", "index_put_", "_index_put_impl", "_index_put_impl_"})
+
+
+def op_variant(base: str, cls: str, input_ranks: tuple[int, ...], accumulate: bool | None, model: TimingModel) -> str:
+    """The class variant timing.yaml times an op's kernel with, where the chip's model has it: a grouped GEMM grouped
+    along K (a weight gradient, 2-D x 2-D) runs another kernel than the forward's; an indexed store with
+    accumulate sorts its indices first, one without is a plain store (scripts/calibrate_timing.py measures both)."""
+    want = None
+    if cls == "grouped_matmul" and input_ranks[:2] == (2, 2):
+        want = "grouped_matmul_wgrad"
+    elif base in INDEXED_STORES and accumulate is not None:
+        want = "scatter_accumulate" if accumulate else "scatter_store"
+    return want if want is not None and want in model.classes else cls
+
+
 def call_device_s(model: TimingModel, chip: ChipProfile, cls: str, flops: float, nbytes: float, dtype: str,
                   matrix: bool, strided: bool = False, broadcast: bool = False, widening: bool = False) -> float:
     """Device seconds of one call of class `cls` (0 for a view). The layout of its operands picks a variant of the

@@ -248,3 +248,52 @@ def test_audit_joins_one_recorded_profile_per_scenario(tmp_path: Path) -> None:
                                    str(tmp_path / "prefill.profile.json"), "--format", "json", "--quiet"])
     assert res.exit_code == 0
     assert "times do not compare" in json.loads(res.output)["profile"][0]["shape_note"]
+
+
+def test_record_runs_its_steps_outside_the_model_context(tmp_path: Path) -> None:
+    """`torch.device(dev)` as a context (how a real model is built on its device) is a TorchFunctionMode: every torch
+    call under it pays a Python hook a user's own run does not. Inputs are made under it; the timed and profiled
+    steps must not run under it."""
+    import dataclasses
+
+    from torch.overrides import TorchFunctionMode
+
+    from npuport.model.loading import load_target
+    from npuport.model.scenarios import parse_scenario
+    from npuport.profile.record import record_scenario
+
+    class Counting(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            Counting.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    sc = parse_scenario("train:batch=1,seq=8")
+    model = dataclasses.replace(load_target(str(GPT), fake=False, device="cpu"), mode=Counting())
+    with model.mode:
+        model.make_inputs(sc)
+    per_inputs = Counting.calls
+    assert per_inputs > 0  # the inputs are made under the context: it counts
+    Counting.calls = 0
+    record_scenario(model, sc, "cpu", tmp_path / "p", warmup=1, steps=1)
+    assert Counting.calls == per_inputs  # the steps (profiled, timed) added none
+
+
+def test_layout_variants_of_the_timing_classes() -> None:
+    from npuport.cost.timing import is_implicit_broadcast, op_variant
+
+    tm = timing_for(get_chip("H200"))
+    # broadcast by the op itself: a norm's [S, 1] and [H] operands; not a scalar, not a broadcast over heads
+    assert is_implicit_broadcast((2048, 1), (2048, 4096)) and is_implicit_broadcast((4096,), (1, 2048, 4096))
+    assert not is_implicit_broadcast((), (2048, 4096)) and not is_implicit_broadcast((2048, 4096), (2048, 4096))
+    assert not is_implicit_broadcast((1, 1, 2048, 128), (1, 32, 2048, 128))
+    # a weight gradient's grouped GEMM (2-D x 2-D) and indexed stores pick their own measured rates
+    assert op_variant("_grouped_mm", "grouped_matmul", (2, 2, 1), None, tm) == "grouped_matmul_wgrad"
+    assert op_variant("_grouped_mm", "grouped_matmul", (2, 3, 1), None, tm) == "grouped_matmul"
+    assert op_variant("index_put", "scatter", (2, 1, 2), True, tm) == "scatter_accumulate"
+    assert op_variant("index_put_", "scatter", (1, 1, 1), False, tm) == "scatter_store"
+    assert op_variant("index_add", "scatter", (2, 1, 2), None, tm) == "scatter"
+    # a chip model without the variant keeps the class
+    npu = timing_for(get_chip("Ascend910B"))
+    assert op_variant("_grouped_mm", "grouped_matmul", (2, 2, 1), None, npu) == "grouped_matmul"
