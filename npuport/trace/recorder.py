@@ -23,9 +23,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
-from npuport.trace import naming
+from npuport.trace import collectives, naming
 from npuport.trace.modules import ModuleStack
-from npuport.trace.records import ApiFrame, OpCall, Phase, TensorMeta, TensorRef, Trace
+from npuport.trace.records import ApiFrame, CollectiveCall, OpCall, Phase, TensorMeta, TensorRef, Trace
+
+_NOT_OPERATORS = frozenset({"prim", "profiler"})
+
+
+def _dtensor_type() -> type | None:
+    """DTensor (tensor / sequence parallel, FSDP2's parameters) when the traced code has loaded it: only then can a
+    DTensor reach the recorder, and a model without one does not pay for importing it."""
+    mod = sys.modules.get("torch.distributed.tensor")
+    return getattr(mod, "DTensor", None) if mod is not None else None
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _NPUPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -124,14 +133,46 @@ class _OpRecorder(TorchDispatchMode):
     def __init__(self, ctx: _Context, modules: ModuleStack, trace: Trace, tick: Callable[[int], None] | None = None) -> None:
         super().__init__()
         self.ctx, self.modules, self.trace, self.tick = ctx, modules, trace, tick
+        self.dtensor = _dtensor_type()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
-        if func.namespace == "prim":  # prim.device and friends: metadata queries, not operators
+        if func.namespace in _NOT_OPERATORS:  # prim.device, record_function markers: not operators
+            return func(*args, **kwargs)
+        dtensor = self.dtensor
+        if dtensor is not None and dtensor in types:
+            # let DTensor unwrap to its local shards and redispatch: the local ops and the collectives of its
+            # redistributions then come back here as plain tensors (as CommDebugMode does)
+            return NotImplemented
+        if collectives.is_wait(func):  # completion of an async collective: no traffic, no kernel of its own
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
-        self._record(func, args, kwargs, out)
+        if collectives.is_collective(func):
+            self._record_collective(func, args, kwargs, out)
+        else:
+            self._record(func, args, kwargs, out)
         return out
+
+    def _record_collective(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        ctx = self.ctx
+        info = collectives.describe(func, args, kwargs, out)
+        node = torch._C._current_autograd_node()
+        tag = node.metadata.get(_META_KEY) if node is not None else None  # type: ignore[attr-defined]
+        phase: Phase = "backward" if node is not None or ctx.backward_tag is not None else "forward"
+        if tag:
+            module, module_type, source, api = tag[0], tag[1], tag[2], f"backward of {tag[3]}"
+        else:
+            module, module_type = self.modules.current_frame()
+            source, api = user_source(2), ctx.api
+        owner = collectives.current_owner()
+        if owner is not None:  # an FSDP unit's all-gather / reduce-scatter: the unit that owns the parameters
+            module, module_type = owner, self.modules.types.get(owner, module_type)
+        _, _, inputs, _ = _capture_args(ctx, args, kwargs)
+        outs = tuple(ctx.meta(t) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+        self.trace.collectives.append(CollectiveCall(
+            index=len(self.trace.collectives), position=len(self.trace.calls), op=naming.op_name(func), kind=info.kind,
+            phase=phase, nbytes=info.nbytes, dtype=info.dtype, group_size=info.group_size, reduce_op=info.reduce_op,
+            module=module, module_type=module_type, source=source, api=api, inputs=tuple(inputs), outputs=outs))
 
     def _record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         ctx = self.ctx
@@ -269,6 +310,8 @@ class Recorder:
         return self._modules
 
     def __enter__(self) -> "Recorder":
+        self._owners = collectives.fsdp_attribution()
+        self._owners.__enter__()
         self._modules.__enter__()
         self._api.__enter__()
         self._ops.__enter__()
@@ -294,6 +337,7 @@ class Recorder:
         self._ops.__exit__(*exc)
         self._api.__exit__(*exc)
         self._modules.__exit__(*exc)
+        self._owners.__exit__(*exc)
 
 
 def iter_compute(trace: Trace) -> Iterator[OpCall]:

@@ -98,6 +98,28 @@ class ApiFrame:
 
 
 @dataclass
+class CollectiveCall:
+    """One collective a rank issued (npuport.trace.collectives): what it moves and over how many ranks, where it came
+    from. `position` is the number of aten calls recorded before it: where it sits in the step's order."""
+
+    index: int
+    position: int
+    op: str  # "c10d::_allgather_base_", "_c10d_functional::all_reduce"
+    kind: str  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send, recv, ...
+    phase: Phase
+    nbytes: int  # nccl-tests size: the all-gathered output, the reduce-scattered input, the all-reduced tensor
+    dtype: str
+    group_size: int
+    reduce_op: str | None
+    module: str
+    module_type: str
+    source: str | None
+    api: str | None
+    inputs: tuple[TensorMeta, ...] = ()
+    outputs: tuple[TensorMeta, ...] = ()
+
+
+@dataclass
 class Trace:
     """Everything recorded for one scenario."""
 
@@ -107,3 +129,4 @@ class Trace:
     modules: dict[str, str] = field(default_factory=dict)  # module path -> type, in registration order
     notes: list[str] = field(default_factory=list)
     memory: Any = None  # npuport.trace.memory.MemoryTrace of the step, when it was measured
+    collectives: list[CollectiveCall] = field(default_factory=list)  # under a process group: what this rank issued
