@@ -110,30 +110,41 @@ def _tensors(args: tuple, kwargs: dict, func: Any, outputs: bool) -> list[torch.
     return found
 
 
+def _script_class(x: Any) -> str | None:
+    """The TorchScript class name of a ScriptObject argument ('ProcessGroup', 'ReduceOp'), else None."""
+    if not isinstance(x, torch.ScriptObject):
+        return None
+    kind: Any = x._type()  # torch's stubs type it as a bare ClassType
+    return str(kind.name())
+
+
 def _group_size(func: Any, args: tuple, kwargs: dict) -> int:
     """From the op's ProcessGroup object (c10d ops), else its group_size or group_name argument (functional ops)."""
-    named = {a.name: (args[i] if i < len(args) else kwargs.get(a.name)) for i, a in enumerate(func._schema.arguments)}
+    named: dict[str, Any] = {a.name: (args[i] if i < len(args) else kwargs.get(a.name))
+                             for i, a in enumerate(func._schema.arguments)}
     for value in named.values():
-        if isinstance(value, torch.ScriptObject) and value._type().name() == "ProcessGroup":
+        if _script_class(value) == "ProcessGroup":
             return int(ProcessGroup.unbox(value).size())
-    if isinstance(named.get("group_size"), int):
-        return int(named["group_size"])
-    if isinstance(named.get("group_name"), str):
+    size, name = named.get("group_size"), named.get("group_name")
+    if isinstance(size, int):
+        return size
+    if isinstance(name, str):
         with contextlib.suppress(Exception):
-            return int(_resolve_process_group(named["group_name"]).size())
+            return int(_resolve_process_group(name).size())  # type: ignore[arg-type]  # GroupName is a str
     return 1
 
 
 @functools.lru_cache(maxsize=1)
 def _red_names() -> dict[int, str]:
-    return {int(v): k.lower() for k, v in dist.ReduceOp.RedOpType.__members__.items()}
+    return {int(v.value): k.lower() for k, v in dist.ReduceOp.RedOpType.__members__.items()}
 
 
 def _reduce_op(args: tuple, kwargs: dict) -> str | None:
     for a in list(args) + list(kwargs.values()):
-        if isinstance(a, torch.ScriptObject) and a._type().name() == "ReduceOp":
+        if _script_class(a) == "ReduceOp":
+            op: Any = a
             with contextlib.suppress(Exception):
-                return _red_names().get(int(a.op()), "sum")  # ReduceOp's TorchScript class has an op() accessor
+                return _red_names().get(int(op.op()), "sum")  # ReduceOp's TorchScript class has an op() accessor
         if isinstance(a, str) and a.lower() in ("sum", "avg", "product", "min", "max", "premul_sum", "band", "bor", "bxor"):
             return a.lower()
     return "sum"

@@ -159,6 +159,8 @@ class _OpRecorder(TorchDispatchMode):
         node = torch._C._current_autograd_node()
         tag = node.metadata.get(_META_KEY) if node is not None else None  # type: ignore[attr-defined]
         phase: Phase = "backward" if node is not None or ctx.backward_tag is not None else "forward"
+        source: str | None
+        api: str | None
         if tag:
             module, module_type, source, api = tag[0], tag[1], tag[2], f"backward of {tag[3]}"
         else:
@@ -337,7 +339,7 @@ class Recorder:
         self._ops.__exit__(*exc)
         self._api.__exit__(*exc)
         self._modules.__exit__(*exc)
-        self._owners.__exit__(*exc)
+        self._owners.__exit__(None, None, None)
 
 
 def iter_compute(trace: Trace) -> Iterator[OpCall]:
