@@ -15,6 +15,7 @@ Only npuport.cli imports this module; nothing below it in the layers does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from npuport.coverage.resolve import Resolution
 from npuport.devices.device import NumericsPolicy
 from npuport.errors import NpuportError
 from npuport.fusion.routes import weights
+from npuport.model.distributed import distribute, fake_world, parse_layout, stage_ranks
 from npuport.model.loading import LoadedModel, load_target
 from npuport.model.scenarios import parse_scenario, parse_scenarios
 from npuport.parity.entries import CaptureOptions
@@ -81,6 +83,9 @@ class AuditOptions:
     profiles: tuple[str, ...] = ()  # profile artifacts (npuport profile import / record) to join to the estimate
     profile_scenario: str | None = None  # the scenario they measured (default: the one an artifact records, else
     # prefill, else the first audited)
+    world_size: int | None = None  # trace one rank of this many under the fake process group (docs/scale-out.md)
+    rank: int = 0
+    parallel: str | None = None  # a standard layout: "tp=8,dp=4,zero=3" (ep=, pp= estimated)
 
 
 def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
@@ -93,13 +98,22 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
         raise NpuportError(f"no coverage data for torch_npu {opts.torch_npu}", "one of " + ", ".join(coverage.available_versions()), opts.torch_npu)
     parsed = parse_scenarios(list(opts.scenarios))
     measured = [load_artifact(p) for p in opts.profiles]  # a bad artifact fails before the model loads
-    target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, part=spec.part)
     if opts.suppress:
         _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
-    report = run_audit(target, parsed, chip, torch_npu=opts.torch_npu, progress=progress, baseline_chip=opts.baseline_chip,
-                       route_preset=opts.route_preset, route_weights=opts.route_weights,
-                       reproducibility=opts.reproducibility, suppress=list(opts.suppress), optimizer=opts.optimizer,
-                       master_weights=opts.master_weights)
+    layout = parse_layout(opts.parallel) if opts.parallel else None
+    if layout is not None and opts.world_size is not None and opts.world_size != layout.world_size:
+        raise NpuportError("--world-size does not match --parallel", f"{layout.world_size} ranks for {layout.describe()}",
+                           str(opts.world_size))
+    ranks = stage_ranks(layout) if layout is not None else opts.world_size
+    with fake_world(ranks, opts.rank) if ranks else contextlib.nullcontext():
+        target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, part=spec.part)
+        if ranks:
+            target.module, target.distributed = distribute(target.module, target.parallelize, layout,
+                                                           opts.world_size or ranks, opts.rank)
+        report = run_audit(target, parsed, chip, torch_npu=opts.torch_npu, progress=progress,
+                           baseline_chip=opts.baseline_chip, route_preset=opts.route_preset,
+                           route_weights=opts.route_weights, reproducibility=opts.reproducibility,
+                           suppress=list(opts.suppress), optimizer=opts.optimizer, master_weights=opts.master_weights)
     data = audit_to_json(report)
     if measured:
         names = [s["name"] for s in data["scenarios"]]

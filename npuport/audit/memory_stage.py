@@ -27,7 +27,9 @@ def layer_count(trace: Trace) -> int:
 
 def memory_stage(model: LoadedModel, scenarios: list[Scenario], traces: dict[str, Trace], inventory: Inventory,
                  optimizer: str, master_weights: bool) -> MemoryStage:
-    params = list(model.module.parameters())
+    # a sharded parameter (DTensor: FSDP2, tensor parallel) takes this rank's shard of device memory
+    params = [getattr(p, "_local_tensor", p).requires_grad_(p.requires_grad) if hasattr(p, "_local_tensor") else p
+              for p in model.module.parameters()]
     by: dict[str, ScenarioMemory] = {}
     notes: list[str] = []
     target = next((c for c in capacities() if c.chip == inventory.chip.name), None)

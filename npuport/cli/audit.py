@@ -58,6 +58,14 @@ FORMATS = ("text", "json", "markdown", "csv", "html")
                    "and share per op and module. Repeatable (one per scenario).")
 @click.option("--profile-scenario", metavar="NAME", help="The scenario the profiles measured (default: the one a recorded "
                                                           "profile names, else prefill, else the first audited).")
+@click.option("--world-size", "world_size", type=int, metavar="N",
+              help="Trace one rank of an N-rank job under torch's fake process group: the model file's "
+                   "parallelize(model, device_type) shards it (FSDP2, tensor parallel, DTensor) and every collective "
+                   "it issues is recorded (docs/scale-out.md).")
+@click.option("--rank", "rank", type=int, default=0, show_default=True, help="The rank traced (with --world-size or --parallel).")
+@click.option("--parallel", "parallel", metavar="tp=N,dp=N,zero=N,ep=N,pp=N",
+              help="Apply a standard layout instead of the model's own: tensor parallel by transformers' plan, ZeRO / "
+                   "FSDP2 per decoder layer (traced); DDP, expert and pipeline parallel communication estimated.")
 @quiet_debug
 @handle_errors
 def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], chip: str, from_chip: str,

@@ -23,6 +23,7 @@ import torch
 
 from npuport.coverage.npu_ops import fake_torch_npu
 from npuport.errors import NpuportError, describe_exception  # noqa: F401 - describe_exception re-exported
+from npuport.model.distributed import Distributed
 from npuport.model.hf.build import build
 from npuport.model.hf.build import parse_dtype as _parse
 from npuport.model.hf.inputs import hf_inputs
@@ -49,6 +50,8 @@ class LoadedModel:
     notes: list[str] = field(default_factory=list)  # choices made while building (dtype, attention, composite part)
     dtype_source: str = "model"  # "model" (as built), "config", "default" or "--dtype"
     attn: str | None = None
+    parallelize: Callable[..., Any] | None = None  # the model file's parallelize(model, device_type), if it has one
+    distributed: Distributed | None = None  # set when traced as one rank of a job (npuport.model.distributed)
 
     @property
     def parameters(self) -> int:
@@ -210,6 +213,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         max_positions=max_pos,
         dtype=_param_dtype(model),
         dtype_source="--dtype" if want is not None else "model",
+        parallelize=parallel if callable(parallel := getattr(mod, "parallelize", None)) else None,
     )
 
 

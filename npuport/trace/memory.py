@@ -12,6 +12,7 @@ runtime's context, the optimizer step when the caller runs none) is added by npu
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -68,11 +69,15 @@ class MemoryTracker(TorchDispatchMode):
         self._sizes: dict[int, int] = {}  # storage key -> bytes, while alive
         self._saved_by: dict[str, int] = defaultdict(int)
         self._entry: list[int] = []  # live bytes when each running module's forward began
+        mod = sys.modules.get("torch.distributed.tensor")  # DTensor, when the traced code uses it
+        self.dtensor: type | None = getattr(mod, "DTensor", None) if mod is not None else None
         self._handles: list[Any] = []
+        self._patched: list[tuple[Any, str, Any]] = []
         self._base = 0
 
     # -- storages ------------------------------------------------------------------------------------------------
     def _key(self, t: torch.Tensor) -> tuple[int, Any] | None:
+        t = getattr(t, "_local_tensor", t)  # a DTensor holds this rank's shard: that is what the device stores
         if t.layout != torch.strided:
             return None
         try:
@@ -113,6 +118,8 @@ class MemoryTracker(TorchDispatchMode):
             self.result.peak_phase = "backward" if torch._C._current_autograd_node() is not None else "forward"
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        if self.dtensor is not None and self.dtensor in types:  # counted once, as the local ops it runs
+            return NotImplemented
         out = func(*args, **(kwargs or {}))
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
@@ -139,6 +146,7 @@ class MemoryTracker(TorchDispatchMode):
 
     def __enter__(self) -> MemoryTracker:
         self._handles = [register_module_forward_pre_hook(self._pre), register_module_forward_hook(self._post, always_call=True)]
+        self._patched = self._watch_fsdp_storage()
         return super().__enter__()  # type: ignore[no-any-return]  # TorchDispatchMode.__enter__ returns self
 
     def __exit__(self, *exc: Any) -> None:
@@ -146,12 +154,42 @@ class MemoryTracker(TorchDispatchMode):
         for h in self._handles:
             h.remove()
         self._handles = []
+        for mod, name, fn in self._patched:
+            setattr(mod, name, fn)
+        self._patched = []
+
+    def _watch_fsdp_storage(self) -> list[tuple[Any, str, Any]]:
+        """FSDP2 frees a unit's gathered parameters by resizing their storage to 0 bytes (and back before the next
+        all-gather): no op is dispatched, so the tracker is told here, or a resharded layer would stay counted."""
+        mod = sys.modules.get("torch.distributed.fsdp._fully_shard._fsdp_param")
+        saved = [(mod, n, getattr(mod, n)) for n in ("free_storage", "alloc_storage") if mod is not None and hasattr(mod, n)]
+        for m, name, fn in saved:
+            def resized(tensor: torch.Tensor, _fn: Any = fn) -> None:
+                _fn(tensor)
+                self._resized(tensor)
+            setattr(m, name, resized)
+        return saved
+
+    def _resized(self, t: torch.Tensor) -> None:
+        got = self._key(t)
+        if got is None:
+            return
+        key, st = got
+        n = int(st.nbytes())
+        if key not in self._sizes:  # first seen now: from here on it is tracked like any storage
+            weakref.finalize(st, self._free, key)
+        self.live += n - self._sizes.get(key, 0)
+        self._sizes[key] = n
+        self._mark()
 
     def finish(self, module: torch.nn.Module) -> MemoryTrace:
         """Close the books when the step has returned (call before the caller drops its outputs)."""
         r = self.result
         r.after = self.live
-        r.grads = sum(int(p.grad.untyped_storage().nbytes()) for p in module.parameters() if p.grad is not None)
+        # each storage once: FSDP2's sharded gradients are views of one reduce-scatter output per unit
+        stores = {st._cdata: int(st.nbytes()) for p in module.parameters() if p.grad is not None
+                  for st in [getattr(p.grad, "_local_tensor", p.grad).untyped_storage()]}
+        r.grads = sum(stores.values())
         if not r.saved and not r.grads:  # inference: nothing is kept for a backward
             r.saved = 0
         r.saved_by_module = {k: v for k, v in self._saved_by.items() if v > 0}
