@@ -121,3 +121,25 @@ def loss_fn(output, inputs):
     logits, _ = output
     idx = inputs[1]["idx"]
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), idx[:, 1:].flatten())
+
+
+def parallelize(model: nn.Module, device_type: str) -> nn.Module:
+    """How this model is sharded as one rank of a job (`npuport audit model.py --world-size 8`; on the real job,
+    device_type is "cuda" or "npu"): the MLPs tensor-parallel over pairs of ranks (fc column-wise, proj row-wise: one
+    all-reduce per block forward), then FSDP2 over the rest, one unit per block plus the root."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    world = dist.get_world_size()
+    tp = 2 if world % 2 == 0 else 1
+    mesh = init_device_mesh(device_type, (world // tp, tp), mesh_dim_names=("dp", "tp"))
+    if tp > 1:
+        for block in model.blocks:
+            parallelize_module(block.mlp, mesh["tp"], {"fc": ColwiseParallel(), "proj": RowwiseParallel()})
+    if world // tp > 1:
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
+    return model

@@ -113,6 +113,8 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
                 **({"step": step.to_json()} if (step := inv.totals[sc.name].step) is not None else {}),
                 **({"memory": report.memory.by_scenario[sc.name].to_json()}
                    if report.memory and sc.name in report.memory.by_scenario else {}),
+                **({"communication": report.comm.by_scenario[sc.name].to_json()}
+                   if report.comm and sc.name in report.comm.by_scenario else {}),
             }
             for sc in report.scenarios
         ],
@@ -131,6 +133,8 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
         "notes": report.notes,
         "failed_scenarios": [{"name": n, "reason": r} for n, r in report.failed],
     }
+    if report.comm is not None:
+        data["distributed"] = report.comm.to_json()
     if report.findings.findings is not None:
         data["findings"] = [f.to_json() for f in report.findings.findings]
     if report.findings.scan is not None:

@@ -8,6 +8,7 @@ import time
 from typing import Callable
 
 from npuport.audit.advice import advice_stage
+from npuport.audit.comm_stage import comm_stage
 from npuport.audit.cost_stage import cost_stage
 from npuport.audit.coverage import coverage_stage
 from npuport.audit.findings import apply_suppressions, findings_stage
@@ -15,7 +16,7 @@ from npuport.audit.memory_stage import memory_stage
 from npuport.audit.report import AuditReport
 from npuport.audit.trace_stage import trace_stage
 from npuport.cost.memory import default_optimizer
-from npuport.cost.roofline import ChipProfile
+from npuport.cost.roofline import ChipProfile, get_chip
 from npuport.model.loading import LoadedModel
 from npuport.model.scenarios import Scenario
 
@@ -51,6 +52,14 @@ def run_audit(
         report.torch_npu = report.coverage.version
         report.notes.extend(report.coverage.notes)
         timings["coverage_s"] = time.perf_counter() - t0
+    if model.distributed is not None:
+        t0 = time.perf_counter()
+        baseline = get_chip(baseline_chip) if baseline_chip else None
+        report.comm = comm_stage(model, report.scenarios, report.traces, report.inventory, target, baseline,
+                                 report.torch_npu or (torch_npu if torch_npu else None))
+        if report.comm is not None:
+            report.notes.extend(report.comm.notes)
+        timings["communication_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     report.memory = memory_stage(model, report.scenarios, report.traces, report.inventory, optimizer or default_optimizer(),
                                  master_weights)

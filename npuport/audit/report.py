@@ -2,7 +2,8 @@
 
 Stages run in this order and each reads only what the earlier ones returned:
 trace (TraceStage) -> cost (CostStage) -> coverage (CoverageStage, NPU targets) -> findings (FindingsStage)
--> advice (AdviceStage, which reads the coverage status of each hot op).
+-> advice (AdviceStage, which reads the coverage status of each hot op); one rank of a distributed job adds its
+communication (CommStage) after coverage.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from npuport.audit.comm_stage import CommStage
 from npuport.cost.inventory import Inventory
 from npuport.cost.memory import ScenarioMemory
 from npuport.model.loading import LoadedModel
@@ -96,3 +98,4 @@ class AuditReport:
     findings: FindingsStage = field(default_factory=FindingsStage)
     advice: AdviceStage | None = None
     memory: MemoryStage | None = None
+    comm: CommStage | None = None  # one rank of a distributed job: its collectives (npuport.audit.comm_stage)

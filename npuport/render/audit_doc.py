@@ -592,10 +592,54 @@ def notes_section(data: dict[str, Any]) -> Section:
     return sec
 
 
+def communication_section(data: dict[str, Any]) -> Section | None:
+    """One rank's collectives per scenario: what, where, how big, how long on each chip, HCCL's support, and
+    whether the step can hide them behind compute."""
+    dist = data.get("distributed")
+    scen = [s for s in data["scenarios"] if s.get("communication")]
+    if not dist or not scen:
+        return None
+    sec = Section("communication", f"Communication of rank {dist['rank']} of {dist['world_size']}"
+                  + (f" ({dist['layout']})" if dist.get("layout") else f" ({dist['how']})"))
+    chips = list(scen[0]["communication"]["by_chip"])
+    rows = []
+    for chip in chips:
+        for s in scen:
+            b = s["communication"]["by_chip"][chip]
+            ratio = b["compute_to_communication"]
+            rows.append([s["name"], chip + (" (target)" if chip == data["chip"] else ""), fmt_si(b["bytes"], "B"),
+                         fmt_time(b["communication_s"]), fmt_time(b["exposed_s"]), fmt_time(b["overlappable_s"]),
+                         fmt_time(b["compute_s"]), f"{ratio:.2f}" if ratio is not None else "-",
+                         "yes" if b["hidden"] else "no", fmt_time(b["step_s"])])
+    sec.tables.append(Table("communication", "", [Column("scenario"), Column("chip"), Column("moved", "right"),
+                                                   Column("comm", "right"), Column("exposed", "right"),
+                                                   Column("can overlap", "right", priority=1),
+                                                   Column("compute", "right", priority=1),
+                                                   Column("compute/comm", "right", priority=1),
+                                                   Column("hides", kind="status"), Column("step with comm", "right")], rows))
+    target = data["chip"]
+    for s in scen:
+        crow = []
+        for r in s["communication"]["collectives"]:
+            h = r.get("hccl") or {}
+            crow.append([r["kind"] + (" (est.)" if r["estimated"] else ""), r["phase"], r["module"] or "(root)",
+                         str(r["calls"]), fmt_si(r["bytes"], "B"), r["dtype"], str(r["group_size"]),
+                         fmt_time(r["time_s_per_call"][target]) if target in r["time_s_per_call"] else "-",
+                         "overlaps" if r["overlap"] else "exposed", h.get("status", "-")])
+        table = Table(f"collectives_{s['name']}", f"Collectives in {s['name']} (per call on {target})",
+                      [Column("collective"), Column("phase"), Column("module", kind="code"), Column("calls", "right"),
+                       Column("bytes", "right"), Column("dtype", priority=1), Column("group", "right", priority=1),
+                       Column("time", "right"), Column("overlap", priority=2), Column("HCCL", kind="status")], crow)
+        sec.details.append(table) if len(crow) > 12 else sec.tables.append(table)
+    sec.after += [f"estimated: {e}" for e in dist.get("estimated", [])] + [f"note: {n}" for n in dist.get("notes", [])]
+    return sec
+
+
 def build(data: dict[str, Any], top: int = 30, show_views: bool = False) -> list[Section]:
     """The whole document: the answer first, then what to act on, then the inventory and the detail."""
     parts: list[Section | None] = [
-        summary(data), scenarios_section(data), profile_section(data), memory_section(data), coverage_section(data), findings_section(data),
+        summary(data), scenarios_section(data), profile_section(data), memory_section(data), communication_section(data),
+        coverage_section(data), findings_section(data),
         scan_section(data),
         fusions_section(data), inventory_section(data, top, show_views), modules_section(data), chips_section(data),
         routes_section(data), notes_section(data),

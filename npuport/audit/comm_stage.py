@@ -1,0 +1,256 @@
+"""Audit stage: the communication of one rank of a distributed job, per scenario.
+
+In: the collectives each trace recorded (npuport.trace.collectives: kind, nccl-tests bytes, group, module, line,
+phase), the layout (npuport.model.distributed), the step the cost stage estimated. Out: the collectives grouped as
+the report lists them, each with its time on the target and on the CUDA baseline (npuport.cost.comm over
+mappings/links.yaml), its HCCL support on the chosen torch_npu release (npuport.coverage.hccl), whether it can
+overlap compute (mappings/scale_out.yaml), and per scenario the compute / communication split: exposed time, time
+that can hide behind compute, and the step with both.
+
+What --parallel cannot trace is estimated here and marked `estimated`: DDP's gradient all-reduce (no ZeRO), the
+expert all-to-alls of ep= (transformers' MoE has no dispatch to trace), pipeline sends of pp=.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from npuport.cost.comm import CommEstimate, LinkSystem, collective_time, system_for_chip
+from npuport.cost.inventory import Inventory
+from npuport.cost.roofline import ChipProfile
+from npuport.coverage.hccl import hccl_support
+from npuport.errors import NpuportError
+from npuport.mappings import load_checked
+from npuport.model.distributed import Distributed, Layout
+from npuport.model.loading import LoadedModel
+from npuport.model.scenarios import Scenario
+from npuport.trace.records import CollectiveCall, Trace
+
+_INDEX = re.compile(r"\.\d+(?=\.|$)")
+
+
+@dataclass
+class CommRow:
+    """Collectives of one kind, op, phase, module pattern, size and group: what the report lists as one line."""
+
+    op: str
+    kind: str
+    phase: str
+    module: str
+    nbytes: int
+    dtype: str
+    group_size: int
+    reduce_op: str | None
+    calls: int = 0
+    sources: list[str] = field(default_factory=list)
+    overlap: bool = False
+    overlap_why: str = ""
+    estimated: bool = False  # not traced: DDP buckets, expert all-to-all, pipeline sends (see the stage's notes)
+    time_s: dict[str, float] = field(default_factory=dict)  # per call, per chip (target, baseline)
+    algorithm: dict[str, str] = field(default_factory=dict)  # per chip: the algorithm the estimate took
+    hccl: dict[str, str] | None = None  # status / note / source on the target's torch_npu release
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "kind": self.kind, "phase": self.phase, "module": self.module, "bytes": self.nbytes,
+                "dtype": self.dtype, "group_size": self.group_size, "reduce_op": self.reduce_op, "calls": self.calls,
+                "sources": self.sources[:5], "overlap": self.overlap, "overlap_why": self.overlap_why,
+                "estimated": self.estimated, "time_s_per_call": self.time_s, "algorithm": self.algorithm,
+                "total_time_s": {c: t * self.calls for c, t in self.time_s.items()}, "hccl": self.hccl}
+
+
+@dataclass
+class ScenarioComm:
+    rows: list[CommRow]
+    by_chip: dict[str, dict[str, Any]]  # chip -> bytes, exposed_s, overlappable_s, compute_s, step_s, ...
+
+    def to_json(self) -> dict[str, Any]:
+        return {"collectives": [r.to_json() for r in self.rows], "by_chip": self.by_chip}
+
+
+@dataclass
+class CommStage:
+    distributed: Distributed
+    by_scenario: dict[str, ScenarioComm]
+    notes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.distributed
+        return {"world_size": d.world_size, "rank": d.rank, "layout": d.layout.describe() if d.layout else None,
+                "how": d.how, "tp_plan": d.tp_plan, "estimated": d.estimated, "notes": d.notes + self.notes}
+
+
+def _overlap_rules() -> list[dict[str, Any]]:
+    return list(load_checked("scale_out.yaml")["overlap"])
+
+
+def _overlap(op: str, phase: str) -> tuple[bool, str]:
+    for rule in _overlap_rules():
+        if op.startswith(rule["op"]) and rule.get("phase", phase) == phase:
+            return bool(rule["overlap"]), str(rule["why"])
+    return False, ""
+
+
+def _rows(calls: list[CollectiveCall]) -> list[CommRow]:
+    rows: dict[tuple[Any, ...], CommRow] = {}
+    for c in calls:
+        pattern = _INDEX.sub(".*", c.module)
+        key = (c.op, c.phase, pattern, c.nbytes, c.dtype, c.group_size, c.reduce_op)
+        row = rows.get(key)
+        if row is None:
+            ov, why = _overlap(c.op, c.phase)
+            row = rows[key] = CommRow(c.op, c.kind, c.phase, pattern, c.nbytes, c.dtype, c.group_size, c.reduce_op,
+                                      overlap=ov, overlap_why=why)
+        row.calls += 1
+        if c.source and c.source not in row.sources:
+            row.sources.append(c.source)
+    return list(rows.values())
+
+
+def _estimated_rows(sc: Scenario, trace: Trace, model: LoadedModel, layout: Layout) -> list[CommRow]:
+    """What the layout adds that the trace cannot show, from the model's own sizes."""
+    out: list[CommRow] = []
+    params = [p for p in model.module.parameters() if p.requires_grad]
+    dtype = str(params[0].dtype).removeprefix("torch.") if params else "float32"
+    item = params[0].element_size() if params else 4
+    if sc.kind == "train" and layout.dp > 1 and layout.zero == 0:
+        grad_bytes = sum(getattr(p, "_local_tensor", p).numel() * item for p in params)
+        bucket = int(load_checked("scale_out.yaml")["ddp"]["bucket_bytes"])
+        full, rest = divmod(grad_bytes, bucket)
+        for n, size in ((full, bucket), (1 if rest else 0, rest)):
+            if n:
+                ov, why = _overlap("c10d::allreduce_", "backward")
+                out.append(CommRow("c10d::allreduce_", "all_reduce", "backward", "(DDP gradient buckets)", size, dtype,
+                                   layout.dp, "sum", n, overlap=ov, overlap_why=why, estimated=True))
+    hidden = _hidden_size(model)
+    tokens = sc.batch * sc.seq
+    if layout.ep > 1 and hidden:
+        moe = _moe_layers(trace)
+        top_k = int(_config(model, "num_experts_per_tok") or _config(model, "moe_topk") or 1)
+        if moe:
+            size = tokens * top_k * hidden * item
+            n = moe * 2 * (2 if sc.kind == "train" else 1)
+            out.append(CommRow("_c10d_functional::all_to_all_single", "all_to_all",
+                               "forward" if sc.kind != "train" else "forward+backward", "(expert dispatch and combine)",
+                               size, dtype, layout.ep, None, n, overlap=False,
+                               overlap_why="each MoE layer waits for its tokens (dispatch) and for their results (combine)",
+                               estimated=True))
+    if layout.pp > 1 and hidden:
+        size = tokens * hidden * item
+        n = 2 * (2 if sc.kind == "train" else 1)  # an interior stage receives and sends once per direction
+        out.append(CommRow("c10d::send/recv", "send_recv", "forward" if sc.kind != "train" else "forward+backward",
+                           "(pipeline stage boundary)", size, dtype, 2, None, n, overlap=False,
+                           overlap_why="the next stage waits for these activations (and the previous for their gradients)",
+                           estimated=True))
+    return out
+
+
+def _config(model: LoadedModel, key: str) -> Any:
+    cfg = getattr(model.module, "config", None)
+    for c in (cfg, getattr(cfg, "text_config", None)):
+        if c is not None and getattr(c, key, None) is not None:
+            return getattr(c, key)
+    return None
+
+
+def _hidden_size(model: LoadedModel) -> int | None:
+    value = _config(model, "hidden_size") or _config(model, "d_model") or _config(model, "n_embd")
+    return int(value) if value else None
+
+
+def _moe_layers(trace: Trace) -> int:
+    """Decoder layers with experts: module instances of an *Experts / *MoE type in the trace."""
+    names = {path for path, kind in trace.modules.items() if kind.endswith(("Experts", "SparseMoeBlock", "MoE", "Moe"))}
+    layers = {m.group(0) for p in names for m in [re.search(r"^.*?\.\d+", p)] if m}
+    return len(layers) or len(names)
+
+
+def _system(chip: ChipProfile) -> LinkSystem | None:
+    try:
+        return system_for_chip(chip.name)
+    except NpuportError:  # no link model pairs with this chip: no time, said in a note
+        return None
+
+
+def _members_per_node(row: CommRow, system: LinkSystem, layout: Layout | None) -> int:
+    """How many of a group's ranks share a node. Ranks are numbered tensor-parallel innermost (torch's DeviceMesh
+    order): a tensor-parallel group is contiguous, a data-parallel group strides by tp."""
+    stride = layout.tp if layout is not None and row.group_size != layout.tp else 1
+    return max(1, system.ranks_per_node // stride)
+
+
+def _time_rows(rows: list[CommRow], chips: list[ChipProfile], torch_npu: str | None, layout: Layout | None) -> list[str]:
+    notes: list[str] = []
+    for chip in chips:
+        system = _system(chip)
+        if system is None:
+            if rows:
+                notes.append(f"communication: no link model pairs with {chip.name} (mappings/links.yaml): no time for it")
+            continue
+        for row in rows:
+            try:
+                est: CommEstimate = collective_time(row.kind, row.nbytes, row.group_size, system,
+                                                    ranks_per_node=min(row.group_size, _members_per_node(row, system, layout)))
+            except NpuportError as exc:
+                notes.append(f"communication: {row.kind} over {row.group_size} ranks on {system.name}: {exc.what}")
+                continue
+            row.time_s[chip.name] = est.seconds
+            row.algorithm[chip.name] = " + ".join(f"{lvl} {alg}" for lvl, alg, _ in est.steps) + (
+                " (line rate: a lower bound)" if est.line_rate else "")
+    for row in rows:
+        if torch_npu is not None and not row.estimated:
+            sup = hccl_support(torch_npu, row.op, row.dtype, row.reduce_op)
+            row.hccl = {"status": sup.status, "note": sup.note, "source": sup.source}
+    return notes
+
+
+def comm_stage(model: LoadedModel, scenarios: list[Scenario], traces: dict[str, Trace], inventory: Inventory,
+               target: ChipProfile, baseline: ChipProfile | None, torch_npu: str | None) -> CommStage | None:
+    info = model.distributed
+    if info is None:
+        return None
+    chips = [target] + ([baseline] if baseline is not None and baseline.name != target.name else [])
+    by: dict[str, ScenarioComm] = {}
+    notes: list[str] = []
+    for sc in scenarios:
+        trace = traces.get(sc.name)
+        if trace is None:
+            continue
+        rows = _rows(trace.collectives)
+        if info.layout is not None:
+            rows += _estimated_rows(sc, trace, model, info.layout)
+        notes += _time_rows(rows, chips, torch_npu, info.layout)
+        by[sc.name] = ScenarioComm(rows, _split(rows, chips, inventory, sc.name, info.layout))
+    if any(r.hccl and r.hccl["status"] not in ("supported",) for s in by.values() for r in s.rows):
+        notes.append("communication: some collectives are not plainly supported by HCCL on torch_npu "
+                     f"{torch_npu} (see the hccl column)")
+    return CommStage(info, by, sorted(set(notes), key=notes.index))
+
+
+def _split(rows: list[CommRow], chips: list[ChipProfile], inventory: Inventory, scenario: str,
+           layout: Layout | None) -> dict[str, dict[str, Any]]:
+    """Per chip: bytes moved, time exposed on the step's critical path, time that can overlap compute, the compute
+    it can hide behind, and the step with communication: the eager step plus what is exposed plus what does not
+    fit behind compute. Pipeline parallel runs about 1/pp of the layers per stage (an estimate)."""
+    out: dict[str, dict[str, Any]] = {}
+    totals = inventory.totals[scenario]
+    for chip in chips:
+        step = totals.step if chip.name == inventory.chip.name else None
+        device = (step.device_s if step is not None else totals.time_by_chip.get(chip.name, 0.0))
+        wall = (step.step_s if step is not None else totals.time_by_chip.get(chip.name, 0.0))
+        if layout is not None and layout.pp > 1:
+            device, wall = device / layout.pp, wall / layout.pp
+        exposed = sum(r.time_s.get(chip.name, 0.0) * r.calls for r in rows if not r.overlap)
+        hideable = sum(r.time_s.get(chip.name, 0.0) * r.calls for r in rows if r.overlap)
+        spill = max(0.0, hideable - device)
+        comm = exposed + hideable
+        out[chip.name] = {
+            "bytes": float(sum(r.nbytes * r.calls for r in rows)),
+            "communication_s": comm, "exposed_s": exposed, "overlappable_s": hideable, "compute_s": device,
+            "hidden": hideable <= device,  # what can overlap fits behind the compute
+            "compute_to_communication": device / comm if comm else None,
+            "step_s": wall + exposed + spill,
+        }
+    return out
+

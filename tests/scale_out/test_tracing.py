@@ -1,0 +1,165 @@
+"""One rank of a distributed job traced on fake tensors under torch's fake process group: the collectives the program
+really issues, with their bytes counted by hand from the model's sizes (docs/scale-out.md)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+from click.testing import CliRunner
+
+from npuport import api
+from npuport.cli.main import cli
+from npuport.errors import NpuportError
+from npuport.model.distributed import fake_world, parse_layout
+from npuport.trace.collectives import describe, is_collective
+
+ROOT = Path(__file__).resolve().parents[2]
+GPT = ROOT / "examples" / "gpt" / "model.py"
+
+TINY_LLAMA = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
+              "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 512,
+              "torch_dtype": "bfloat16"}
+
+
+def _rows(data: dict[str, Any], scenario: str) -> list[dict[str, Any]]:
+    sc = next(s for s in data["scenarios"] if s["name"] == scenario)
+    return sc["communication"]["collectives"]
+
+
+def _count(rows: list[dict[str, Any]], kind: str, phase: str) -> Counter:
+    """bytes -> calls for one kind and phase."""
+    out: Counter = Counter()
+    for r in rows:
+        if r["kind"] == kind and r["phase"] == phase:
+            out[r["bytes"]] += r["calls"]
+    return out
+
+
+def test_model_file_parallelize_fsdp2_and_tensor_parallel_hand_counted() -> None:
+    """examples/gpt's parallelize(): world 4 = tensor parallel over pairs (MLP fc colwise, proj rowwise) x FSDP2 over
+    2. GPTConfig: d 768, 12 blocks, vocab 50304, 1024 positions, fp32, lm_head tied to wte."""
+    _, data = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(scenarios=("train:batch=1,seq=32",), world_size=4,
+                                                                         chip="Ascend910B"))
+    d = 768
+    block = {"ln_1": 2 * d, "attn.qkv": d * 3 * d + 3 * d, "attn.proj": d * d + d, "ln_2": 2 * d,
+             "mlp.fc (colwise: half the rows)": (d * 4 * d + 4 * d) // 2,
+             "mlp.proj (rowwise: half the weight, whole bias)": (4 * d * d) // 2 + d}
+    per_block = sum(block.values()) * 4  # fp32; the FSDP all-gather output is the whole (tensor-parallel-local) unit
+    root = (50304 * d + 1024 * d + 2 * d) * 4  # wte (= lm_head), wpe, ln_f
+    rows = _rows(data, "train")
+    assert _count(rows, "all_gather", "forward") == Counter({per_block: 12, root: 1})
+    assert _count(rows, "all_gather", "backward") == Counter({per_block: 12})  # the root stays gathered for backward
+    assert _count(rows, "reduce_scatter", "backward") == Counter({per_block: 12, root: 1})
+    tp = 1 * 32 * d * 4  # the row-parallel output (forward) and column-parallel input gradient (backward), fp32
+    assert _count(rows, "all_reduce", "forward") == Counter({tp: 12})
+    assert _count(rows, "all_reduce", "backward") == Counter({tp: 12})
+    ag = next(r for r in rows if r["kind"] == "all_gather" and r["bytes"] == per_block and r["phase"] == "forward")
+    assert ag["group_size"] == 2 and ag["module"] == "blocks.*" and ag["overlap"] is True
+    tp_row = next(r for r in rows if r["kind"] == "all_reduce" and r["phase"] == "forward")
+    assert tp_row["module"] == "blocks.*.mlp" and tp_row["overlap"] is False and tp_row["reduce_op"] == "sum"
+    assert any("model.py" in s for s in tp_row["sources"])
+    # each collective is timed on the target's and the baseline's link model, and checked against HCCL
+    assert set(ag["time_s_per_call"]) == {"Ascend910B", "A100-SXM-80GB"} and ag["time_s_per_call"]["Ascend910B"] > 0
+    assert ag["hccl"]["status"] == "supported"
+    split = next(s for s in data["scenarios"] if s["name"] == "train")["communication"]["by_chip"]["Ascend910B"]
+    assert split["exposed_s"] > 0 and split["overlappable_s"] > 0
+    assert split["step_s"] >= split["compute_s"]
+    assert data["distributed"]["world_size"] == 4 and data["distributed"]["how"].startswith("parallelize()")
+
+
+def test_parallel_layout_on_an_hf_config_hand_counted(tmp_path: Path) -> None:
+    """--parallel tp=2,dp=2,zero=3 on a tiny Llama: transformers' own tensor-parallel plan, FSDP2 per decoder layer."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(TINY_LLAMA))
+    _, data = api.audit(api.ModelSpec(hf_config=str(cfg)),
+                        api.AuditOptions(scenarios=("train:batch=2,seq=64", "decode:batch=2,past=64"), parallel="tp=2,dp=2,zero=3"))
+    h, f, kv = 256, 512, 4 * 32
+    layer = (h * h + 2 * h * kv + h * h + 3 * h * f) // 2 + 2 * h  # every projection split over tp=2; two norms whole
+    root = 1000 * h * 2 + h  # embedding and lm_head (not tied), final norm
+    rows = _rows(data, "train")
+    assert _count(rows, "all_gather", "forward") == Counter({layer * 2: 2, root * 2: 1})  # bf16
+    assert _count(rows, "reduce_scatter", "backward") == Counter({layer * 2: 2, root * 2: 1})
+    assert _count(rows, "all_reduce", "forward") == Counter({2 * 64 * h * 2: 4})  # o_proj, down_proj per layer
+    assert _count(rows, "all_reduce", "backward") == Counter({2 * 64 * h * 2: 10})  # q, k, v, gate, up input grads
+    assert _count(_rows(data, "decode"), "all_reduce", "forward") == Counter({2 * 1 * h * 2: 4})
+    # device memory holds this rank's shards: weights / (tp x dp) for the projections, / dp for the rest
+    mem = next(s for s in data["scenarios"] if s["name"] == "train")["memory"]
+    rotary = 2 * (32 // 2) * 4  # the rotary embedding's inv_freq and original_inv_freq buffers (fp32, whole)
+    assert mem["weights_bytes"] == (2 * layer + root) * 2 // 2 + rotary
+    dist_json = data["distributed"]
+    assert dist_json["layout"] == "tp=2,dp=2,zero=3" and dist_json["world_size"] == 4
+    assert dist_json["tp_plan"]["model.layers.*.mlp.down_proj"] == "rowwise"
+
+
+def test_layouts_that_are_estimated(tmp_path: Path) -> None:
+    """DDP (dp without ZeRO), expert and pipeline parallel: communication estimated from the model's sizes."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(TINY_LLAMA))
+    _, data = api.audit(api.ModelSpec(hf_config=str(cfg)), api.AuditOptions(scenarios=("train:batch=1,seq=32",), parallel="dp=4,pp=2"))
+    rows = _rows(data, "train")
+    ddp = [r for r in rows if r["module"] == "(DDP gradient buckets)"]
+    params = 2 * (256 * 256 * 2 + 2 * 256 * 128 + 3 * 256 * 512 + 2 * 256) + 1000 * 256 * 2 + 256
+    assert sum(r["bytes"] * r["calls"] for r in ddp) == params * 2 and all(r["estimated"] for r in ddp)
+    assert all(r["bytes"] <= 25 * 2**20 and r["group_size"] == 4 for r in ddp)
+    pp = next(r for r in rows if r["kind"] == "send_recv")
+    assert pp["bytes"] == 1 * 32 * 256 * 2 and pp["calls"] == 4 and pp["estimated"]
+    assert data["distributed"]["world_size"] == 8 and any("pp=2" in e for e in data["distributed"]["estimated"])
+
+
+def test_bad_layouts_and_ranks_are_one_line_exit_2(tmp_path: Path) -> None:
+    for args, what in ((["--parallel", "tp=2,foo=3"], "cannot read --parallel"),
+                       (["--world-size", "4", "--rank", "4"], "cannot trace as that rank"),
+                       (["--parallel", "tp=2", "--world-size", "3"], "--world-size does not match --parallel")):
+        res = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", "prefill:batch=1,seq=8", "--quiet", *args])
+        assert res.exit_code == 2, res.output
+        assert what in res.output and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
+    with pytest.raises(NpuportError):
+        parse_layout("tp=3,dp=2,ep=4")  # ep must divide dp x tp
+
+
+def test_world_size_without_parallelize_says_so(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    model.write_text("import torch\n\ndef build_model():\n    return torch.nn.Linear(8, 8)\n\n"
+                     "def example_inputs(scenario):\n    return (torch.randn(scenario.batch, 8),)\n")
+    _, data = api.audit(api.ModelSpec(model=str(model)), api.AuditOptions(scenarios=("prefill:batch=2,seq=1",), world_size=2))
+    assert any("defines no parallelize" in n for n in data["distributed"]["notes"])
+    assert _rows(data, "prefill") == []
+    assert not dist.is_initialized()  # the fake process group does not outlive the audit
+
+
+def test_collective_descriptions_follow_nccl_tests_sizes() -> None:
+    """all_gather: the gathered output; reduce_scatter and all_to_all: the input; all_reduce: the tensor."""
+    import torch.distributed._functional_collectives as funcol
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: list[Any] = []
+
+    class Spy(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            if is_collective(func):
+                seen.append(describe(func, args, kwargs or {}, out))
+            return out
+
+    with fake_world(4, 1), FakeTensorMode():
+        x = torch.randn(8, 16)  # 512 bytes of fp32
+        with Spy():
+            dist.all_reduce(x, op=dist.ReduceOp.MAX)
+            dist.all_gather_into_tensor(torch.empty(32, 16), x)
+            dist.reduce_scatter_tensor(torch.empty(2, 16), x, op=dist.ReduceOp.AVG)
+            dist.all_to_all_single(torch.empty(8, 16), x)
+            dist.broadcast(x, src=0)
+            funcol.all_reduce(x, "sum", dist.group.WORLD)
+            funcol.all_gather_tensor(x.to(torch.bfloat16), 0, dist.group.WORLD)
+    got = [(c.kind, c.nbytes, c.dtype, c.group_size, c.reduce_op) for c in seen]
+    assert got == [("all_reduce", 512, "float32", 4, "max"), ("all_gather", 2048, "float32", 4, None),
+                   ("reduce_scatter", 512, "float32", 4, "avg"), ("all_to_all", 512, "float32", 4, None),
+                   ("broadcast", 512, "float32", 4, None), ("all_reduce", 512, "float32", 4, "sum"),
+                   ("all_gather", 1024, "bfloat16", 4, None)]
