@@ -159,13 +159,19 @@ def site_hit(rule: Rule, site: Site, ctx: Context) -> str | None:
     return (got if isinstance(got, str) else "") if got else None
 
 
+# the predicates that read a collective site (recorded apart from the aten calls, with no call or frame behind it)
+COLLECTIVE_PREDICATES = frozenset({"collective", "hccl_unsupported"})
+
+
 def iter_sites(trace: Trace) -> Iterator[Site]:
-    """Compute calls and composite frames; views move no data and are left to rules over their consumers."""
+    """Compute calls, composite frames and collectives; views move no data and are left to rules over their consumers."""
     for c in trace.calls:
         if c.kind == "compute":
             yield Site.of_call_in(c, trace)
     for f in trace.frames.values():
         yield Site.of_frame(f)
+    for col in trace.collectives:
+        yield Site.of_collective(col)
 
 
 # ---------------------------------------------------------------- time share
@@ -197,6 +203,8 @@ class _Shares:
         table = self._table(trace)
         if site.call is not None:
             return table.get(site.call.index)
+        if site.frame is None:  # a collective: communication, not a share of compute time
+            return None
         fid = site.frame.id
         return sum(table.get(c.index, 0.0) for c in trace.calls if c.frame == fid)
 
@@ -268,15 +276,17 @@ def evaluate(
             group[1] = (group[1] or 0.0) + share
 
     site_rules = [r for r in rules if r.scope == "sites"]
-    by_op: dict[str, list[Rule]] = {}  # the op filters depend on the op name alone: decide them once per op
+    by_op: dict[tuple[str, bool], list[Rule]] = {}  # the op filters depend on the op name alone: decide them once per op
 
     def candidates(site: Site) -> list[Rule]:
-        got = by_op.get(site.op)
+        key = (site.op, site.collective is not None)
+        got = by_op.get(key)
         if got is None:
             base = site.name
-            got = by_op[site.op] = [
+            got = by_op[key] = [
                 r for r in site_rules
                 if (not r.ops or _op_matches(r.ops, site.op, base)) and not (r.exclude_ops and _op_matches(r.exclude_ops, site.op, base))
+                and (site.collective is None or r.predicate in COLLECTIVE_PREDICATES)
             ]
         return got
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-from npuport.trace.records import ApiFrame, OpCall, TensorMeta, TensorRef, Trace
+from npuport.trace.records import ApiFrame, CollectiveCall, OpCall, TensorMeta, TensorRef, Trace
 
 _MISSING = object()
 
@@ -61,6 +61,7 @@ class Site:
     call: OpCall | None = None
     frame: ApiFrame | None = None
     frame_op: str | None = None  # for a call issued inside a composite frame: that frame's op
+    collective: CollectiveCall | None = None  # a collective the rank issued: only the collective predicates read it
 
     @classmethod
     def of_call_in(cls, c: OpCall, trace: Trace) -> "Site":
@@ -71,6 +72,12 @@ class Site:
     @classmethod
     def of_call(cls, c: OpCall) -> "Site":
         return cls(c.op, c.api, c.phase, c.inputs, c.outputs, c.args, c.kwargs, c.module, c.module_type, c.source, call=c)
+
+    @classmethod
+    def of_collective(cls, c: CollectiveCall) -> "Site":
+        """A collective the rank issued (recorded apart from the aten calls): its reduce op as a plain argument."""
+        return cls(c.op, c.api, c.phase, c.inputs, c.outputs, (c.reduce_op,) if c.reduce_op else (), {}, c.module,
+                   c.module_type, c.source, collective=c)
 
     @classmethod
     def of_frame(cls, f: ApiFrame) -> "Site":
