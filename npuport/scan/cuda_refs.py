@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, cast
 
+from npuport.coverage.hccl import hccl_env, map_backend
 from npuport.scan.source_apis import SourceApis, load_source_apis
 
 _CUDA_STR = re.compile(r"^cuda(:\d+)?$")
@@ -26,8 +27,9 @@ _PREFIXED_LIT = re.compile(r"^([rRuU]?)(['\"])((?:\w+:\w+)(?:,\w+:\w+)*)\2$")
 
 
 def _npu_backend(value: str) -> str:
-    """"cuda:nccl,cpu:gloo" -> "npu:hccl,cpu:gloo"."""
-    return ",".join("npu:hccl" if part == "cuda:nccl" else part for part in value.split(","))
+    """"cuda:nccl,cpu:gloo" -> "npu:hccl,cpu:gloo": the device-prefixed parts that name nccl, spelled as
+    mappings/hccl.yaml maps backend strings (the audit's HCCL lookups read the same table)."""
+    return ",".join(map_backend(part).target if part == "cuda:nccl" else part for part in value.split(","))
 # import diagnostics whose modules are CUDA builds: their uses are references too (not triton's NPS062, an info)
 _COMPILED_IMPORT_IDS = frozenset({"NPS070", "NPS071", "NPS072", "NPS073", "NPS074", "NPS075", "NPS076"})
 # torch.cuda functions whose first argument is a device (torch.cuda.get_device_properties(device), ...)
@@ -473,6 +475,8 @@ class Finder:
             self.refs[-1].group, self.refs[-1].blocker = "backend", edit is None
         elif value in self.apis.env_vars:
             self.add("NPS080", node, f"{value} -> {self.apis.env_vars[value]}")
+        elif value.startswith(("NCCL_", "TORCH_NCCL_")) and (row := hccl_env(value)) is not None and row.nccl == value:
+            self.add("NPS080", node, f"{value} -> {row.hccl} ({row.meaning})")
         elif value.split(" ")[0] in _NVIDIA_TOOLS:
             self.add("NPS094", node, f"{value.split(' ')[0]} -> {_NVIDIA_TOOLS[value.split(' ')[0]]}")
 

@@ -145,3 +145,16 @@ def test_recall_references_from_real_repositories(tmp_path) -> None:
     for want in [(2, "NPS076"), (3, "NPS076"), (6, "NPS085"), (7, "NPS090"), (8, "NPS091"), (9, "NPS091"),
                  (10, "NPS092"), (11, "NPS084"), (12, "NPS012")]:
         assert want in got, want
+
+
+def test_nccl_environment_variables_name_their_hccl_equivalent(tmp_path: Path) -> None:
+    """NCCL / TORCH_NCCL variables the program sets are read from mappings/hccl.yaml's env table (the audit's HCCL
+    lookups use the same data); one with no HCCL counterpart is left alone."""
+    f = tmp_path / "train.py"
+    from npuport.scan.cuda_refs import _npu_backend
+
+    f.write_text('import os\nos.environ["NCCL_ALGO"] = "Ring"\nos.environ["NCCL_NOT_A_THING"] = "1"\n')
+    got = {(d.line, d.id): d.message for d in scan(f).diagnostics}
+    assert "HCCL_ALGO" in got[(2, "NPS080")]
+    assert not any(line == 3 for line, _ in got)
+    assert _npu_backend("cuda:nccl,cpu:gloo") == "npu:hccl,cpu:gloo"
