@@ -9,12 +9,16 @@ Decision order for aten overloads (first match wins), all from the checked-in da
 4. CompositeExplicitAutograd[NonFunctional] -> composite (explicit: a composite kernel also serves PrivateUse1);
 5. only a CPU kernel -> cpu-fallback (torch_npu's npu_cpu_fallback copies the tensors to the host and back);
 6. no kernel the fallback can use, or an overload the paired torch does not have -> unsupported.
+Ops of other namespaces (fsdp::, torchvision::) are decided by what their library registered in the traced
+environment: PrivateUse1 -> native, a composite kernel -> composite, CPU only -> cpu-fallback, none -> unsupported.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Iterable
+
+import torch
 
 from npuport.coverage.database import CoverageDB, available_versions, load
 from npuport.coverage.fallback import FALLBACK_ERROR_ENV, first_release_with_switch
@@ -125,11 +129,37 @@ def resolve(op: str, version: str | None = None, *, children: Iterable[str] | No
             result = Resolution(name, db.version, "unsupported", (), "fails at run time",
                                 f"torch_npu {db.version} does not define {name}")
     else:
-        result = Resolution(name, db.version, "unsupported", (), f"no coverage data for namespace {ns!r}",
-                            f"npuport only has torch_npu data for aten:: and npu:: operators, not {ns}::")
+        result = _other_namespace(name, ns, db)
     if children is not None and result.status == "composite":
         result = _with_children(result, children, db.version)
     return result
+
+
+def _other_namespace(name: str, ns: str, db: CoverageDB) -> Resolution:
+    """An op of another library (fsdp::, torchvision::, vllm::): what the library registered for it in the traced
+    environment decides. A PrivateUse1 kernel runs on the NPU (torch registers FSDP2's fsdp:: copies for it); a
+    composite kernel decomposes into aten ops; a CPU kernel alone goes through torch_npu's CPU fallback; nothing is
+    an error at run time."""
+    def has(key: str) -> bool:
+        try:
+            return bool(torch._C._dispatch_has_kernel_for_dispatch_key(name, key))
+        except RuntimeError:  # not an operator of the traced environment
+            return False
+
+    here = f"in the traced environment (torch {torch.__version__})"
+    if has("PrivateUse1"):
+        return Resolution(name, db.version, "native", ("PrivateUse1",), None,
+                          f"{ns}:: registers {name} for PrivateUse1 (the NPU's dispatch key) itself {here}")
+    for key, kind in (("CompositeImplicitAutograd", "implicit"), ("CompositeExplicitAutograd", "explicit")):
+        if has(key):
+            return Resolution(name, db.version, "composite", (), None,
+                              f"{ns}:: registers {name} as {key} {here}: it runs as the ops it calls", kind)
+    if has("CPU"):
+        return Resolution(name, db.version, "cpu-fallback", (), _fallback_risk(db),
+                          f"{ns}:: registers {name} for CPU only {here}: torch_npu's fallback copies its tensors to "
+                          "the host and back")
+    return Resolution(name, db.version, "unsupported", (), "fails at run time",
+                      f"{name} has no NPU, composite or CPU kernel {here}")
 
 
 def resolve_composite_children(op: str, children: Iterable[str], version: str | None = None) -> Resolution:

@@ -174,6 +174,47 @@ def memory_actions(data: dict[str, Any]) -> list[Action]:
     return out
 
 
+def _comm_line(data: dict[str, Any]) -> str | None:
+    """One rank's communication against its compute, per scenario, on the target."""
+    dist = data.get("distributed")
+    if not dist:
+        return None
+    parts = []
+    for s in data["scenarios"]:
+        b = (s.get("communication") or {}).get("by_chip", {}).get(data["chip"])
+        if not b or not b["communication_s"]:
+            continue
+        parts.append(f"{s['name']} {fmt_time(b['communication_s'])} of communication "
+                     f"({'hides behind' if b['hidden'] else 'does not fit behind'} {fmt_time(b['compute_s'])} of compute, "
+                     f"{fmt_time(b['exposed_s'])} exposed)")
+    head = f"Rank {dist['rank']} of {dist['world_size']}" + (f" ({dist['layout']})" if dist.get("layout") else "")
+    return f"{head}: " + ("; ".join(parts) if parts else "no collective traced")
+
+
+def comm_actions(data: dict[str, Any]) -> list[Action]:
+    """Collectives HCCL rejects (tier 0) or runs another way (tier 1), and communication that does not hide (2)."""
+    out: list[Action] = []
+    seen: set[tuple[str, str]] = set()
+    for s in data["scenarios"]:
+        comm = s.get("communication") or {}
+        for r in comm.get("collectives", []):
+            h = r.get("hccl") or {}
+            key = (r["op"], h.get("status", ""))
+            if h.get("status") in ("raises", "absent", "emulated") and key not in seen:
+                seen.add(key)
+                tier = 1 if h["status"] == "emulated" else 0
+                what = f"{r['kind']} ({r['op']}, {r['dtype']}" + (f", {r['reduce_op']}" if r.get("reduce_op") else "") + ")"
+                out.append(Action(tier, 1.0, f"HCCL {h['status']}: {what}", _at(r["module"], (r["sources"] or [None])[0]),
+                                  h.get("note") or "see docs/scale-out-hccl.md"))
+        b = comm.get("by_chip", {}).get(data["chip"])
+        if b and b["step_s"] and not b["hidden"]:
+            share = (b["overlappable_s"] - b["compute_s"]) / b["step_s"]
+            out.append(Action(2, share, f"{s['name']}: communication does not fit behind compute on {data['chip']}",
+                              "", f"{fmt_time(b['overlappable_s'])} to overlap against {fmt_time(b['compute_s'])} of "
+                                  "compute: larger batches per rank, fewer data-parallel ranks, or ZeRO-2 instead of 3"))
+    return out
+
+
 def summary(data: dict[str, Any]) -> Section:
     """The first screen: at most about 25 lines that answer the migration questions."""
     m = data["model"]
@@ -187,7 +228,10 @@ def summary(data: dict[str, Any]) -> Section:
     sec.lines.append(_differs_line(data))
     for f in data.get("failed_scenarios", []):
         sec.lines.append(f"Scenario {f['name']} could not be traced: {f['reason']}")
-    acts = memory_actions(data) + actions(data)
+    comm = _comm_line(data)
+    if comm:
+        sec.lines.append(comm)
+    acts = memory_actions(data) + comm_actions(data) + actions(data)
     if acts:
         more = f"; {len(acts) - MAX_ACTIONS} more below" if len(acts) > MAX_ACTIONS else ""
         sec.items_title = f"Top actions (risk first, then estimated time saved on {data['chip']}{more}):"

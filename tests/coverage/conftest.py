@@ -102,10 +102,12 @@ def build_wheel(path: Path, dist: str, version: str, requires: list[str], member
 
 @pytest.fixture
 def mappings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty mappings/ with the shipped host_link.yaml, selected through NPUPORT_MAPPINGS."""
+    """An empty mappings/ with the shipped host_link.yaml (and kernels.yaml: `coverage show` names npuport's own
+    Ascend C kernel for an op), selected through NPUPORT_MAPPINGS."""
     root = tmp_path / "mappings"
     (root / "coverage").mkdir(parents=True)
     shutil.copy(ROOT / "npuport" / "mappings" / "coverage" / "host_link.yaml", root / "coverage" / "host_link.yaml")
+    shutil.copy(ROOT / "npuport" / "mappings" / "kernels.yaml", root / "kernels.yaml")
     monkeypatch.setenv("NPUPORT_MAPPINGS", str(root))
     return root
 

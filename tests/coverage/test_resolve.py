@@ -71,8 +71,23 @@ def test_npu_custom_and_other_namespaces(write_db):
     assert coverage.custom_op_schema("npu::npu_rms_norm", "1.0.0").startswith("npu::npu_rms_norm(Tensor self")
     assert coverage.custom_op_schema("npu_rms_norm", "1.0.0") is not None
     assert coverage.custom_op_schema("npu::npu_nope", "1.0.0") is None
-    other = coverage.resolve("torchvision::nms", "1.0.0")
-    assert other.status == "unsupported" and "namespace" in other.risk
+    other = coverage.resolve("torchvision::nms", "1.0.0")  # torchvision is not installed here: no kernel at all
+    assert other.status == "unsupported" and "no NPU, composite or CPU kernel" in other.detail
+
+
+def test_other_namespaces_follow_what_their_library_registered(write_db):
+    """An op of another library is decided by its registrations in the traced environment: FSDP2's fsdp:: copies are
+    registered for PrivateUse1 by torch itself; a library op with a CPU kernel only goes through the CPU fallback."""
+    import torch
+    import torch.distributed.fsdp  # noqa: F401 - registers fsdp::*
+
+    write_db("1.0.0")
+    assert coverage.resolve("fsdp::all_gather_copy_in", "1.0.0").status == "native"
+    lib = torch.library.Library("npuport_test_ns", "DEF")
+    lib.define("cpu_only(Tensor x) -> Tensor")
+    lib.impl("cpu_only", lambda x: x.clone(), "CPU")
+    got = coverage.resolve("npuport_test_ns::cpu_only", "1.0.0")
+    assert got.status == "cpu-fallback" and "CPU only" in got.detail
 
 
 def test_versions_order_default_and_unknown(write_db):
