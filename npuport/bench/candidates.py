@@ -1,5 +1,6 @@
-"""Ways to run the same op, timed side by side: eager, torch.compile, a captured device graph, and registered
-alternatives (built-in ones below, and the references of npuport/ascendc_kernels/registry.py when present).
+"""Ways to run the same op, timed side by side: eager, a captured device graph, and registered alternatives
+(built-in ones below, and the references of npuport/ascendc_kernels/registry.py when present); torch.compile is
+npuport.bench.compiler.
 
 An alternative registers with `@alternative(op, name)`; duplicates are rejected at import (STYLE 4). Each
 returns a `Prepared` (what to call, on which argument sets) or raises `Unsupported` with a one-line reason.
@@ -7,12 +8,11 @@ returns a `Prepared` (what to call, on which argument sets) or raises `Unsupport
 
 from __future__ import annotations
 
-import time
 import warnings
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from npuport.ascendc_kernels import registry  # type: ignore[attr-defined]
@@ -32,6 +32,8 @@ class Prepared:
     inputs: list[Any]
     calls_per_sample: int = 1
     note: str = ""
+    timing: Callable[[], AbstractContextManager[Any]] = nullcontext  # entered around the timed calls
+    recompiles: Callable[[], int] | None = None  # torch.compile: recompiles of this case so far
 
 
 Factory = Callable[[Runnable, str], Prepared]
@@ -53,21 +55,6 @@ def eager(r: Runnable, device: str) -> Prepared:
     return Prepared("eager", r.fn, r.bound_sets)
 
 
-def compiled(r: Runnable, device: str, sync: Callable[[], None] | None = None) -> Prepared:
-    """torch.compile of the single op (fullgraph, static shapes). Compile time is paid here, once, outside the
-    timed region, and reported as a note."""
-    fn = torch.compile(r.call_tensors(), fullgraph=True, dynamic=False)
-    t0 = time.perf_counter()
-    try:
-        for ts in r.tensor_sets[:2]:
-            fn(*ts)
-        if sync:
-            sync()
-    except Exception as exc:  # noqa: BLE001 - inductor failing on an op is a finding, not a crash
-        raise Unsupported(f"torch.compile failed: {type(exc).__name__}: {_first_line(exc)}") from None
-    return Prepared("compile", lambda ts: fn(*ts), r.tensor_sets, note=f"compiled in {time.perf_counter() - t0:.1f} s")
-
-
 def graphed(r: Runnable, device: str, calls: int) -> Prepared:
     """Eager calls captured into one device graph (rotating through the input sets inside the graph)."""
     sets = r.bound_sets
@@ -79,7 +66,7 @@ def graphed(r: Runnable, device: str, calls: int) -> Prepared:
     try:
         replay = graph_replay(device, one, calls)
     except Exception as exc:  # noqa: BLE001 - some ops cannot be captured (host syncs, dynamic allocations)
-        raise Unsupported(f"graph capture failed: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise Unsupported(f"graph capture failed: {type(exc).__name__}: {first_line(exc)}") from None
     if replay is None:
         raise Unsupported("no device graph on this device")
     return Prepared("graph", replay, [None], calls_per_sample=calls, note=f"{calls} calls per replay")
@@ -135,10 +122,10 @@ def try_once(fn: Callable[[Any], Any], args: Any, what: str) -> None:
     try:
         fn(args)
     except Exception as exc:  # noqa: BLE001
-        raise Unsupported(f"{what} rejects these inputs: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise Unsupported(f"{what} rejects these inputs: {type(exc).__name__}: {first_line(exc)}") from None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:200] if text else ""
 

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from npuport.bench import candidates as cand
 from npuport.bench.cases import BenchCase
+from npuport.bench.compiler import compiled
 from npuport.bench.kernels import KernelCheck, check, record_names
 from npuport.bench.rebuild import RebuildError, build, rotation_sets, set_bytes
 from npuport.cost.roofline import ChipProfile
@@ -27,12 +28,14 @@ class BenchOptions:
     rotate_bytes: int = 256 << 20  # input sets rotated until they span this much (several times the L2)
     memory_fraction: float = 0.25  # of free memory, at most, for one case's input sets
     compile: bool | None = None  # None: on for cuda / npu, off on cpu (inductor's C++ build per op is slow)
+    compile_backend: str = "inductor"  # tests compile on cpu with "aot_eager" (dynamo + AOTAutograd, no codegen)
     graph: bool = False
     graph_below_s: float = 20e-6  # capture a graph only for ops faster than this in eager
     graph_calls: int = 20
     alternatives: bool = True
     kernel_check: bool = True
     seed: int = 0
+    debug: bool = False  # the compiler's logs and warnings on stderr (npuport.bench.compiler.compiler_output)
 
 
 @dataclass
@@ -42,10 +45,12 @@ class CandidateResult:
     skipped: str | None = None
     note: str = ""
     ratio_to_eager: float | None = None  # eager median / this median: > 1 is faster than eager
+    recompiles: int | None = None  # torch.compile: compiles of the case after its first (0, or the one refused)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "timing": self.measurement.to_json() if self.measurement else None,
-                "skipped": self.skipped, "note": self.note, "speedup_vs_eager": self.ratio_to_eager}
+                "skipped": self.skipped, "note": self.note, "speedup_vs_eager": self.ratio_to_eager,
+                "recompiles": self.recompiles}
 
 
 @dataclass
@@ -143,7 +148,7 @@ def _side_by_side(res: CaseResult, runnable: Any, device: str, clock: Clock, opt
                   sync: Callable[[], None] | None) -> None:
     makers: list[tuple[str, Callable[[], cand.Prepared]]] = []
     if opts.compile:
-        makers.append(("compile", lambda: cand.compiled(runnable, device, sync)))
+        makers.append(("compile", lambda: compiled(runnable, device, sync, opts.compile_backend)))
     if opts.graph and res.median_s is not None and res.median_s < opts.graph_below_s:
         makers.append(("graph", lambda: cand.graphed(runnable, device, opts.graph_calls)))
     if opts.alternatives:
@@ -152,6 +157,9 @@ def _side_by_side(res: CaseResult, runnable: Any, device: str, clock: Clock, opt
     for name, make in makers:
         try:
             prep = make()
-            res.candidates.append(CandidateResult(prep.name, _time(prep, clock, opts), note=prep.note))
+            with prep.timing():
+                measured = _time(prep, clock, opts)
+            res.candidates.append(CandidateResult(prep.name, measured, note=prep.note,
+                                                  recompiles=prep.recompiles() if prep.recompiles else None))
         except cand.Unsupported as exc:
-            res.candidates.append(CandidateResult(name, skipped=str(exc)))
+            res.candidates.append(CandidateResult(name, skipped=str(exc), recompiles=getattr(exc, "recompiles", None)))

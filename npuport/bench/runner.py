@@ -17,6 +17,7 @@ import torch
 from npuport.audit.cost_stage import cost_stage
 from npuport.audit.trace_stage import trace_stage
 from npuport.bench.cases import BenchCase, Skipped, cases_from_report
+from npuport.bench.compiler import compiler_output
 from npuport.bench.emit import emit_scripts
 from npuport.bench.endtoend import EndToEnd, time_step
 from npuport.bench.from_json import cases_from_json
@@ -141,7 +142,8 @@ def run_bench(
         memory_cap = min(memory_cap, 4 << 30)
     rep = BenchReport(model_info, sc_name, where, dev.device_name(where), chip_name, clock.kind, opts, [], skipped, notes=notes)
     rep.clock_state["before"] = clocks.clock_state(where)
-    with dev.pinned(pin_cpu), clocks.ClockSampler(where) as sampler:
+    # the compiler's logs and warnings stay off the terminal for the run, unless opts.debug
+    with dev.pinned(pin_cpu), clocks.ClockSampler(where) as sampler, compiler_output(opts.debug):
         # the step first: torch.compile's worker processes (started by the compile candidate) would share the
         # host with the step's launches afterwards
         step = _time_whole_step(loader if sc_obj is not None else None, sc_obj, where, clock, sync, say) if e2e else None
@@ -258,6 +260,9 @@ def _collect_warnings(rep: BenchReport) -> None:
             rep.warnings.append(f"{r.case.label}: noisy timing (p10..p90 spread {m.stats.spread:.0%} of the median)")
         if r.error:
             rep.warnings.append(f"{r.case.label}: not timed: {r.error}")
+        for c in r.candidates:
+            if c.recompiles:  # a guard failed between calls on identical inputs: the harness's bug, made visible
+                rep.warnings.append(f"{r.case.label}: {c.name}: {c.skipped or f'{c.recompiles} recompile(s)'}")
     for key in ("before", "after"):
         state = rep.clock_state.get(key) or {}
         util = state.get("utilization.gpu")

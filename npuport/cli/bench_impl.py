@@ -27,7 +27,7 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, entr
     opts = BenchOptions(warmup=warmup, reps=reps, budget_s=budget_s, rotate_bytes=rotate_mb << 20,
                         compile=None if chosen is None else "compile" in chosen,
                         graph=chosen is not None and "graph" in chosen, graph_below_s=graph_below_us * 1e-6,
-                        alternatives=chosen is None or "alt" in chosen, kernel_check=kernel_check)
+                        alternatives=chosen is None or "alt" in chosen, kernel_check=kernel_check, debug=debug)
     with quiet_stderr(quiet):
         rep, data = bench_api(BenchSource(ModelSpec(model=model, hf_config=hf_config, entry=entry, dtype=dtype, attn=attn), audit_json),
                               BenchRun(scenario=scenario, top=ops, shapes=shapes, device=device, chip=chip, options=opts, e2e=e2e,
