@@ -6,6 +6,7 @@ npuport.render) is in npuport.cli.parity_impl, imported with torch only when a s
     npuport parity record --dev cuda MODEL --out-dir REF_DIR  on the reference machine
     npuport parity compare MODEL --ref REF_DIR --dev npu      on the other machine
     npuport parity compare --ref REF_DIR --dev DEV_DIR        two records
+    torchrun --nproc-per-node N $(which npuport) parity record ...   one part per rank (docs/parity.md)
 
 Exit codes: 0 parity holds, 1 divergence, 2 usage or input error.
 """
@@ -90,6 +91,8 @@ def parity() -> None:
       npuport parity record --dev cuda MODEL --out-dir REF_DIR   record on the reference machine
       npuport parity compare MODEL --ref REF_DIR --dev npu       compare on the other machine
       npuport parity compare --ref REF_DIR --dev DEV_DIR         compare two records
+      torchrun --nproc-per-node 8 $(which npuport) parity record --dev cuda MODEL --out-dir REF_DIR
+                                                                 one part per rank; compare matches ranks or gathers
     Devices: cpu, cpu64, cuda[:i], npu[:i], cpu-fault:OP@MODULE[*SCALE]. Exit: 0 pass, 1 divergence, 2 error.
     """
 
@@ -131,10 +134,14 @@ def compare_cmd(scenario: str, model: str | None, hf_config: str | None, output:
                 force: bool, quiet: bool, **_: Any) -> None:
     """Compare a record against MODEL run on --dev (the model is rebuilt with the record's weights and inputs).
 
+    Per-rank records (made under torchrun) of one world size and layout are compared rank by rank; any other mix is
+    gathered into whole tensors first. Under torchrun, MODEL runs on --dev on every rank.
+
     \b
     Examples:
       npuport parity compare model.py --ref REF_DIR --dev npu
       npuport parity compare --ref REF_DIR --dev DEV_DIR --format markdown -o parity.md
+      torchrun --nproc-per-node 8 $(which npuport) parity compare model.py --ref REF_DIR --dev npu
     """
     check_new([output, json_out], force)
     _checks(scenario, quiet, model, hf_config)
@@ -150,12 +157,13 @@ def compare_cmd(scenario: str, model: str | None, hf_config: str | None, output:
 @handle_errors
 def record_cmd(scenario: str, model: str | None, hf_config: str | None, out_dir: str | None, quiet: bool, **_: Any) -> None:
     """Record MODEL's captured step on --dev into the directory --out-dir (manifest.json + safetensors, written
-    atomically).
+    atomically). Under torchrun every rank writes its part (DIR/rank-NNNNN) and rank 0 the manifest naming them.
 
     \b
     Examples:
       npuport parity record --dev cuda examples/gpt/model.py --out-dir ref_gpt
       npuport parity record --dev cuda --hf config.json --stats-only --out-dir ref_llama
+      torchrun --nproc-per-node 8 $(which npuport) parity record --dev cuda model.py --out-dir ref_tp8
     """
     if not out_dir:
         raise NpuportError("parity record needs the directory to create", "--out-dir DIR", "no --out-dir")

@@ -4,6 +4,7 @@ api.parity_run / parity_compare / parity_record, the npuport.parity/1 JSON form 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,11 +43,43 @@ def _compare(ref: str, dev: str, kw: dict[str, Any], run: Callable[..., Any] = p
         text = render_html(data)
     else:
         text = render_text(data, top=kw["top"], width=text_width(kw["wide"], kw["output"]), wide=kw["wide"])
-    emit(text, kw["output"], kw["force"], kw["quiet"], fmt, json_text=as_json, json_out=kw["json_out"])
-    if kw["output"] and not kw["quiet"]:
-        click.echo(data["verdict"]["text"], err=True)
+    if fmt in ("text", "markdown") and data.get("ranks", {}).get("rows"):
+        text = _with_ranks(text, data["ranks"], fmt, data["verdict"]["text"])
+    if _rank() == 0:  # under torchrun every rank computes the verdict (and exit code); rank 0 reports it
+        emit(text, kw["output"], kw["force"], kw["quiet"], fmt, json_text=as_json, json_out=kw["json_out"])
+        if kw["output"] and not kw["quiet"]:
+            click.echo(data["verdict"]["text"], err=True)
     if not result:
         raise click.exceptions.Exit(1)
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def _with_ranks(text: str, ranks: dict[str, Any], fmt: str, verdict: str) -> str:
+    """The per-rank rows of a rank-by-rank comparison (the JSON form's `ranks`), before the closing verdict line in
+    text, as a section at the end in markdown. (Belongs in npuport.render with the rest of the report.)"""
+    rows = []
+    for r in ranks["rows"]:
+        worst = r["worst_entry"]
+        fd = r["first_divergence"]
+        rows.append((str(r["rank"]), "PASS" if r["passed"] else "DIVERGED", f"{r['failed']} of {r['checked']}",
+                     f"{worst['key']} {worst['rel_l2']:.3g}" if worst and not isinstance(worst["rel_l2"], str) else
+                     (f"{worst['key']} {worst['rel_l2']}" if worst else "-"),
+                     f"{fd['call_key']} ({fd['entry']})" if fd else "-"))
+    sizes = ", ".join(f"{role} {n}" for role, n in ranks["world_size"].items())
+    head = f"ranks compared rank by rank (world size: {sizes}); worst rank {ranks['worst_rank']}"
+    if fmt == "markdown":
+        table = ["| rank | verdict | failed | worst entry, rel_l2 | first divergence |", "|---|---|---|---|---|"]
+        table += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+        return text.rstrip("\n") + "\n\n## Ranks\n\n" + head + "\n\n" + "\n".join(table) + "\n"
+    cols = ("rank", "verdict", "failed", "worst entry, rel_l2", "first divergence")
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
+    lines = [head, "  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    at = text.rfind("\n" + verdict.split()[0] + " ")  # the closing verdict (the console may have wrapped it)
+    return text[: at + 1] + "\n".join(lines) + text[at:] if at >= 0 else text + "\n".join(lines) + "\n"
 
 
 @handle_errors
@@ -64,5 +97,6 @@ def record_cmd(dev: str, out_dir: str, force: bool, store_weights: bool | None, 
     with quiet_stderr(kw["quiet"]):
         path = parity_record(_spec(kw), dev, out_dir, _options(kw, store_weights=store_weights), force=force,
                              progress=progress_printer(not kw["quiet"]))
-    size = sum(p.stat().st_size for p in Path(path).iterdir())
-    say(kw["quiet"], f"recorded {path} ({size / 2**20:.1f} MiB)")
+    if _rank() == 0:
+        size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+        say(kw["quiet"], f"recorded {path} ({size / 2**20:.1f} MiB)")

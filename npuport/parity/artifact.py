@@ -31,6 +31,7 @@ from npuport.parity.entries import Capture, Entry
 from npuport.parity.stats import Stats, StatsTable
 
 SCHEMA = "npuport.parity-artifact/1"
+RANKS_SCHEMA = "npuport.parity-ranks/1"  # a record made under torchrun: one artifact per rank (ranked.py)
 MANIFEST = "manifest.json"
 
 
@@ -59,7 +60,7 @@ def save_artifact(out_dir: str | Path, manifest: dict[str, Any], cap: Capture, i
         _save(tmp, "inputs.safetensors", {f"i{n}": t for n, t in enumerate(inputs)}, files)
         if weights is not None:
             _save(tmp, "weights.safetensors", weights, files)
-        body = dict(manifest, schema=SCHEMA, capture_mode=cap.mode, entries=[e.to_json() for e in cap.entries],
+        body = dict(manifest, schema=SCHEMA, capture_mode=cap.mode, entries=_entries_json(cap),
                     calls=cap.calls, files=files, complete=True)
         text = json.dumps(body, indent=1, allow_nan=False)
         with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
@@ -79,6 +80,19 @@ def save_artifact(out_dir: str | Path, manifest: dict[str, Any], cap: Capture, i
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def _entries_json(cap: Capture) -> list[dict[str, Any]]:
+    """Entries as JSON; an entry whose tensor was a shard (DTensor) also says where the shard sits (shards.py)."""
+    if not cap.dist:
+        return [e.to_json() for e in cap.entries]
+    out = []
+    for e in cap.entries:
+        j = e.to_json()
+        if e.blob in cap.dist:
+            j["dist"] = cap.dist[e.blob]
+        out.append(j)
+    return out
 
 
 def _save(folder: Path, name: str, tensors: dict[str, torch.Tensor], files: dict[str, dict[str, Any]]) -> None:
@@ -151,6 +165,10 @@ def load_artifact(path: str | Path, verify: bool = True) -> Artifact:
         manifest = json.loads(mpath.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise NpuportError(f"{mpath} is corrupt", "valid JSON", str(exc)) from None
+    if isinstance(manifest, dict) and manifest.get("schema") == RANKS_SCHEMA:
+        raise NpuportError(f"{folder} is a per-rank record (world size {manifest.get('world_size')}): one artifact per rank",
+                           "one rank's part (its rank-NNNNN folder), or the record through npuport.parity.ranked.load_side",
+                           str(folder))
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA or not manifest.get("complete"):
         got = manifest.get("schema") if isinstance(manifest, dict) else type(manifest).__name__
         raise NpuportError(f"{mpath} is not a complete npuport parity artifact", f"schema {SCHEMA} with complete: true", str(got))
@@ -167,9 +185,10 @@ def load_artifact(path: str | Path, verify: bool = True) -> Artifact:
         raise NpuportError(f"{mpath} is corrupt: bad entries", "entries written by npuport", repr(exc)) from None
     full = {int(k[1:]): v for k, v in _load(folder, "tensors.safetensors", manifest).items()}
     stats = _read_stats(_load(folder, "stats.safetensors", manifest))
+    dist = {int(e["blob"]): e["dist"] for e in manifest["entries"] if "dist" in e}
     cap = Capture(manifest["capture_mode"], entries, full, stats, manifest.get("calls", {}),
                   manifest.get("module_sequence", {}).get("items", []), manifest.get("op_sequence", {}).get("items"),
-                  manifest.get("warnings", []))
+                  manifest.get("warnings", []), dist=dist)
     return Artifact(folder, manifest, cap)
 
 

@@ -71,6 +71,7 @@ class Capture:
     warnings: list[str] = field(default_factory=list)
     fault_hits: int | None = None
     stats_kernels: set[str] = field(default_factory=set)  # the reducers that computed `stats` (stats.py)
+    dist: dict[int, dict[str, Any]] = field(default_factory=dict)  # blob -> placement of a sharded tensor (shards.py)
 
     def stats_of(self, blob: int) -> Stats:
         if blob not in self.stats:

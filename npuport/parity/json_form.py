@@ -31,7 +31,7 @@ def entry_json(r: EntryResult) -> dict[str, Any]:
 
 def to_json(res: ParityResult) -> dict[str, Any]:
     comp = res.comparison
-    return {
+    out = {
         "schema": SCHEMA,
         "verdict": {"passed": bool(res), "text": res.verdict_line, "mode": "relative" if comp.relative else "absolute",
                     "checked": len(comp.judged), "failed": len(comp.failed), "unmatched": len(comp.structural_unmatched),
@@ -44,3 +44,6 @@ def to_json(res: ParityResult) -> dict[str, Any]:
         "first_divergence": res.first.to_json() if res.first else None,
         "warnings": res.warnings,
     }
+    if res.ranks is not None:  # per-rank records only: a single-device comparison's object is unchanged
+        out["ranks"] = res.ranks.to_json()
+    return out

@@ -16,6 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_map
 
 from npuport.devices.device import FaultSpec
+from npuport.parity.shards import map_local
 from npuport.trace.naming import is_view, op_name, written_arguments
 
 _LOW = (torch.float32, torch.float16, torch.bfloat16)
@@ -54,7 +55,12 @@ class FaultMode(TorchDispatchMode):
             if written_arguments(func) and isinstance(out, torch.Tensor):
                 out.mul_(_factor(out, self.spec.scale))
                 return out
-            return tree_map(lambda t: t * _factor(t, self.spec.scale) if isinstance(t, torch.Tensor) and t.is_floating_point() else t, out)
+            return tree_map(lambda t: _perturb(t, self.spec.scale) if isinstance(t, torch.Tensor) and t.is_floating_point() else t, out)
+
+
+def _perturb(t: torch.Tensor, scale: float) -> torch.Tensor:
+    # a sharded output (DTensor) is perturbed shard by shard: a plain factor times a DTensor would be refused
+    return map_local(t, lambda x: x * _factor(x, scale))
 
 
 def _factor(t: torch.Tensor, scale: float) -> torch.Tensor:

@@ -10,6 +10,7 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 from npuport.parity.entries import ROOT, Capture, CaptureOptions, Entry, call_key
+from npuport.parity.shards import local
 from npuport.parity.stats import StatsBatcher
 from npuport.parity.tree import flatten, leaf_paths, to_spec
 from npuport.trace.modules import ModuleStack
@@ -44,6 +45,7 @@ class ValueRecorder:
         self.op_sequence: list[str] = []
         self.op_counts: dict[tuple[str, str], int] = {}
         self.seen: dict[int, tuple[Any, int, int]] = {}
+        self.dist: dict[int, dict[str, Any]] = {}  # blob -> placement, for sharded tensors (DTensor)
         self.seq = 0
         self.next_blob = 0
         self.in_backward = False
@@ -60,16 +62,25 @@ class ValueRecorder:
         hit = self.seen.get(id(t))
         if hit is not None and hit[0]() is t and hit[1] == t._version:
             if full and hit[2] not in self.full:
-                self.full[hit[2]] = t.detach().to("cpu", copy=True)
+                self.full[hit[2]] = self._local(t, hit[2]).detach().to("cpu", copy=True)
             return hit[2]
         blob = self.next_blob
         self.next_blob += 1
         self.seen[id(t)] = (weakref.ref(t), t._version, blob)
+        if type(t) is not torch.Tensor:
+            t = self._local(t, blob)
         if full:
             self.full[blob] = t.detach().to("cpu", copy=True)
         if self.stats_mode:
             self.batcher.add(blob, t)
         return blob
+
+    def _local(self, t: torch.Tensor, blob: int) -> torch.Tensor:
+        """A DTensor's local shard, its placement kept per blob (shards.py); any other tensor as it is."""
+        shard, meta = local(t)
+        if meta is not None:
+            self.dist[blob] = meta
+        return shard
 
     def enter(self, path: str, call: int, args: tuple, kwargs: dict) -> None:
         full = self._keep_cache.get(path)
@@ -163,7 +174,8 @@ class ValueRecorder:
         ops = self.op_sequence if (self.opts.op_sequence or self.opts.ops) else None
         stats = self.batcher.finish() if self.stats_mode else {}
         synchronize()
-        return Capture(self.opts.mode, entries, self.full, stats, self.calls, mods, ops, warns, stats_kernels=set(self.batcher.kernels))
+        return Capture(self.opts.mode, entries, self.full, stats, self.calls, mods, ops, warns, stats_kernels=set(self.batcher.kernels),
+                       dist=self.dist)
 
 class LeanStatsRecorder:
     """Stats-only capture at the least host cost: one record per module call, made when the call returns (it sees
@@ -189,6 +201,7 @@ class LeanStatsRecorder:
         self.calls: list[tuple[Any, ...]] = []
         self.meta: list[tuple[Any, Any]] = []  # (shape, dtype) per blob: read once per distinct tensor
         self.seen: dict[int, tuple[torch.Tensor, int, int]] = {}
+        self.dist: dict[int, dict[str, Any]] = {}
 
     def blob(self, t: torch.Tensor) -> int:
         hit = self.seen.get(id(t))
@@ -198,7 +211,12 @@ class LeanStatsRecorder:
         meta = self.meta
         blob = len(meta)
         meta.append((t.shape, t.dtype))
-        if self.batcher.add(blob, t, version):  # flushed: the queue let go of its large tensors, so does the table
+        held = t
+        if type(t) is not torch.Tensor:
+            held, placed = local(t)
+            if placed is not None:
+                self.dist[blob] = placed
+        if self.batcher.add(blob, held, version):  # flushed: the queue let go of its large tensors, so does the table
             self.seen = {k: v for k, v in self.seen.items() if v[0].nbytes <= _SMALL}
         self.seen[id(t)] = (t, version, blob)
         return blob
@@ -232,7 +250,7 @@ class LeanStatsRecorder:
         self.seen.clear()
         stats = self.batcher.finish()
         synchronize()
-        return Capture("stats", entries, {}, stats, {}, mods, None, warns, stats_kernels=set(self.batcher.kernels))
+        return Capture("stats", entries, {}, stats, {}, mods, None, warns, stats_kernels=set(self.batcher.kernels), dist=self.dist)
 
     def entries(self) -> list[Entry]:
         names = {d: str(d).removeprefix("torch.") for d in {m[1] for m in self.meta}}

@@ -1,42 +1,33 @@
-"""The parity pipelines behind the commands: record one side to an artifact; compare any two sides.
+"""The parity pipelines behind the commands: record one side to an artifact (recording.py); compare any two sides.
 
-A side is either a device spec (run here, now) or an artifact directory (recorded elsewhere). Settings that make
-entries comparable (scenario, seed, dtype, capture options) come from the first artifact when there is one.
+A side is either a device spec (run here, now) or an artifact directory (recorded elsewhere, on one device or per
+rank under torchrun). Settings that make entries comparable (scenario, seed, dtype, capture options) come from the
+first artifact when there is one. Per-rank records of one world size and layout are compared rank by rank
+(rankwise.py); any other mix is gathered into global tensors first (gather.py). Under torchrun, compare runs the
+device side on every rank into a per-rank record beside the reference, then compares the two records.
 """
 
 from __future__ import annotations
 
-import datetime
-import hashlib
-import json
+import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import torch
-
-import npuport
 from npuport.devices.device import Device, NumericsPolicy, parse_device, preserved_numerics
 from npuport.errors import NpuportError
-from npuport.parity.artifact import Artifact, check_writable, load_artifact, save_artifact
+from npuport.parity.artifact import Artifact
 from npuport.parity.compare import Comparison, compare
 from npuport.parity.entries import Capture, CaptureOptions
 from npuport.parity.localize import FirstDivergence, first_divergence, replay
-from npuport.parity.session import (
-    GENERATOR,
-    LiveSide,
-    Prepared,
-    RunOptions,
-    Target,
-    input_record,
-    inputs_from_artifact,
-    prepare,
-    run_side,
-)
-from npuport.parity.stats import CHECKSUM, SAMPLE
+from npuport.parity.procgroup import process_group, rank_device, torchrun_env
+from npuport.parity.ranked import RankedArtifact, load_side, write_ranked
+from npuport.parity.rankwise import RankView, compare_ranks, same_layout
+from npuport.parity.recording import Progress, device_json, rank_progress, record, record_one, say
+from npuport.parity.session import LiveSide, RunOptions, Target, inputs_from_artifact, prepare, run_side
 from npuport.parity.tolerances import Tolerances, load_tolerances
 
-Progress = Callable[[str], None] | None
+__all__ = ["ParityResult", "SideInfo", "is_artifact_path", "record", "run_parity"]
 
 
 @dataclass
@@ -58,6 +49,7 @@ class ParityResult:
     tolerances: Tolerances
     scenario: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    ranks: RankView | None = None  # per-rank records: compared rank by rank (comparison = the worst rank's) or gathered
 
     def __bool__(self) -> bool:
         return bool(self.comparison)
@@ -65,94 +57,15 @@ class ParityResult:
     @property
     def verdict_line(self) -> str:
         text = str(self.comparison)
+        if self.ranks is not None:
+            text += self.ranks.suffix(bool(self))
         if self.first is not None and not self:
             text += f"; {self.first}"
         return text
 
 
-def _say(progress: Progress, msg: str) -> None:
-    if progress:
-        progress(msg)
-
-
 def is_artifact_path(text: str) -> bool:
     return Path(text).exists() or "/" in text or text.startswith(".")
-
-
-def side_manifest(prep: Prepared, side: LiveSide, opts: RunOptions, target: Target) -> dict[str, Any]:
-    lm, dev = prep.lm, side.device
-    model: dict[str, Any] = {"name": lm.name, "origin": lm.origin, "kind": "hf" if target.hf_config else "file",
-                             "signature": prep.signature, "parameters": lm.parameters, "entry": target.entry, "attn": target.attn}
-    if lm.config is not None:
-        model["config_sha256"] = hashlib.sha256(json.dumps(lm.config, sort_keys=True).encode()).hexdigest()
-    elif lm.source_files:
-        model["file_sha256"] = hashlib.sha256(Path(lm.source_files[0]).read_bytes()).hexdigest()
-    cap = side.capture
-    mods = cap.module_sequence
-    ops = cap.op_sequence
-    return {
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "tool": {"npuport": npuport.__version__},
-        "model": model,
-        "scenario": prep.scenario.to_json(),
-        "device": _device_json(dev, side.settings),
-        "dtype_policy": {"model_dtype": lm.dtype, "requested": target.dtype, "compute": "float64" if dev.float64 else lm.dtype,
-                         "autocast": None, "train_mode": opts.train_mode},
-        "numerics": {"requested": opts.policy.to_json(), "in_force": side.settings},
-        "rng": {"seed": opts.seed, "weights_seed": opts.seed, "inputs_seed": opts.seed + 1, "run_seed": opts.seed + 2},
-        "capture": dict(opts.capture.to_json(), sample=SAMPLE, checksum=CHECKSUM, stats_kernels=sorted(cap.stats_kernels)),
-        "module_sequence": {"items": mods, "sha256": _seq_hash(mods)},
-        "op_sequence": {"items": ops, "sha256": _seq_hash(ops) if ops is not None else None},
-        "warnings": cap.warnings + prep.notes,
-    }
-
-
-def _device_json(dev: Device, settings: dict[str, Any]) -> dict[str, Any]:
-    fault = dev.fault
-    return {"spec": dev.spec, "label": dev.label, "kind": dev.kind, "torch_device": dev.torch_device, "standin": dev.standin,
-            "float64": dev.float64, "fault": None if fault is None else {"op": fault.op, "module": fault.module, "scale": fault.scale},
-            "versions": dev.versions()}
-
-
-def _seq_hash(items: list[str] | None) -> str | None:
-    return None if items is None else hashlib.sha256("\n".join(items).encode()).hexdigest()
-
-
-def record(target: Target, device: str, opts: RunOptions, out_dir: str, force: bool = False, progress: Progress = None) -> Path:
-    """Run MODEL on `device` and write the artifact to `out_dir` (atomically)."""
-    with preserved_numerics():
-        return _record(target, device, opts, out_dir, force, progress)
-
-
-def _record(target: Target, device: str, opts: RunOptions, out_dir: str, force: bool, progress: Progress) -> Path:
-    check_writable(out_dir, force)
-    dev = parse_device(device)
-    dev.check_present()
-    _say(progress, f"building {target.hf_config or target.model} on the CPU (seed {opts.seed})")
-    prep = prepare(target, opts)
-    _say(progress, f"running {prep.scenario.describe()} on {dev.label}")
-    side = run_side(prep, dev, opts)
-    manifest = side_manifest(prep, side, opts, target)
-    store = opts.store_weights if opts.store_weights is not None else opts.capture.mode == "full"
-    manifest["weights"] = {"stored": store, "generator": GENERATOR, "seed": opts.seed, "torch": torch.__version__,
-                           "fingerprint": prep.fingerprint}
-    info, tensors = input_record(prep)
-    manifest["inputs"] = info
-    manifest["warnings"] = manifest["warnings"] + nondeterminism_notes(side.capture, dev)
-    weights = {k: v for k, v in prep.lm.module.state_dict().items()} if store else None
-    _say(progress, f"writing {out_dir}")
-    return save_artifact(out_dir, manifest, side.capture, tensors, weights, force)
-
-
-def nondeterminism_notes(cap: Capture, dev: Device) -> list[str]:
-    notes = [f"nondeterministic op warning: {w}" for w in cap.warnings]
-    if dev.kind == "npu" and cap.op_sequence:
-        listed = set(load_tolerances().nondeterministic.get("npu", ()))
-        seen = sorted(set(cap.op_sequence) & listed)
-        if seen:
-            notes.append("npu: these ops are nondeterministic on Atlas A2/A3 unless deterministic mode is on, and torch_npu "
-                         f"does not warn: {', '.join(seen)}")
-    return notes
 
 
 def run_parity(ref: str, dev: str, target: Target | None, opts: RunOptions, golden: str | None = None,
@@ -165,13 +78,60 @@ def run_parity(ref: str, dev: str, target: Target | None, opts: RunOptions, gold
 
 def _run_parity(ref: str, dev: str, target: Target | None, opts: RunOptions, golden: str | None,
                 tolerances: Tolerances | None, localize: bool, allow_unmatched: bool, progress: Progress) -> ParityResult:
+    if torchrun_env() is not None:
+        return _under_torchrun(ref, dev, target, opts, golden, tolerances, allow_unmatched, progress)
+    return _compare_sides(ref, dev, target, opts, golden, tolerances, localize, allow_unmatched, progress)
+
+
+def _under_torchrun(ref: str, dev: str, target: Target | None, opts: RunOptions, golden: str | None,
+                    tolerances: Tolerances | None, allow_unmatched: bool, progress: Progress) -> ParityResult:
+    """Every rank runs MODEL on --dev into its part of a per-rank record (hidden, beside --ref, removed at the end),
+    with the reference's inputs and weights regenerated from its seed (checked against its fingerprint); then every
+    rank compares the reference with that record (the CLI prints rank 0's report). No replay: the modules ran on
+    several ranks at once."""
+    if target is None or not is_artifact_path(ref) or is_artifact_path(dev) or (golden is not None and not is_artifact_path(golden)):
+        raise NpuportError("under torchrun, parity compare runs MODEL on the --dev device of every rank against a record",
+                           "MODEL --ref DIR --dev DEVICE [--golden DIR] (a cpu64 golden: record it first, or compare in one process)",
+                           f"--ref {ref} --dev {dev}" + (f" --golden {golden}" if golden else "") + ("" if target else ", no MODEL"))
+    base = load_side(ref)
+    opts = replace(_options_from(base.manifest, opts), store_weights=False)
+    if target.dtype is None:
+        target = replace(target, dtype=base.manifest["dtype_policy"].get("requested"))
+    stored = inputs_from_artifact(base.manifest, base.inputs())
+    with process_group(parse_device(dev).torch_device) as pg:
+        assert pg is not None
+        folder = Path(ref).resolve().parent / f".{Path(ref).name}.dev-{pg.token():012x}"
+        spec, talk = rank_device(dev, pg.local_rank), rank_progress(progress, pg)
+        try:
+            write_ranked(pg, folder, False, lambda part: record_one(target, spec, opts, str(part), False, talk, pg,
+                                                                    base.manifest, stored))
+            result = _compare_sides(ref, str(folder), None, opts, golden, tolerances, False, allow_unmatched,
+                                    progress if pg.rank == 0 else None)
+        finally:
+            pg.failed_ranks(True)  # every rank has read the record before rank 0 removes it
+            if pg.rank == 0:
+                shutil.rmtree(folder, ignore_errors=True)
+    for i, side in enumerate(result.sides):
+        if side.role == "dev":
+            info = {k: v for k, v in side.info.items() if k not in ("path", "created")}
+            result.sides[i] = SideInfo("dev", side.label, "live", info)
+    if result.first is not None:
+        result.first.notes[:] = ["no replay under torchrun: the module ran sharded over the ranks"]
+    for r in result.ranks.ranks if result.ranks else []:
+        if r.first is not None:
+            r.first.notes[:] = ["no replay under torchrun: the module ran sharded over the ranks"]
+    return result
+
+
+def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, golden: str | None,
+                   tolerances: Tolerances | None, localize: bool, allow_unmatched: bool, progress: Progress) -> ParityResult:
     tols = tolerances or load_tolerances()
     specs = [("ref", ref), ("dev", dev)] + ([("golden", golden)] if golden else [])
-    arts: dict[str, Artifact] = {}
+    arts: dict[str, Artifact | RankedArtifact] = {}
     devices: dict[str, Device] = {}
     for role, text in specs:
         if is_artifact_path(text):
-            arts[role] = load_artifact(text)
+            arts[role] = load_side(text)
         else:
             devices[role] = parse_device(text)
             devices[role].check_present()
@@ -181,6 +141,9 @@ def _run_parity(ref: str, dev: str, target: Target | None, opts: RunOptions, gol
         if target is not None and target.dtype is None:
             target = replace(target, dtype=base.manifest["dtype_policy"].get("requested"))
     tols = tols.with_overrides(tf32=opts.policy.allow_tf32 or _any_tf32(arts))
+    ranked = {r: a for r, a in arts.items() if isinstance(a, RankedArtifact)}
+    if ranked and not devices and len(ranked) == len(arts) and same_layout(list(ranked.values())):
+        return _per_rank(ranked, [r for r, _ in specs], tols, allow_unmatched, progress)
     prep = None
     live: dict[str, LiveSide] = {}
     if devices:
@@ -189,21 +152,21 @@ def _run_parity(ref: str, dev: str, target: Target | None, opts: RunOptions, gol
                                "MODEL (a model.py) or --hf CONFIG.json", "no model given")
         weights = base.weights() if base is not None else None
         stored = inputs_from_artifact(base.manifest, base.inputs()) if base is not None else None
-        _say(progress, f"building {target.hf_config or target.model} on the CPU (seed {opts.seed})")
+        say(progress, f"building {target.hf_config or target.model} on the CPU (seed {opts.seed})")
         prep = prepare(target, opts, weights=weights, recorded=base.manifest if base else None, stored_inputs=stored)
         for role, d in devices.items():
-            _say(progress, f"running {prep.scenario.describe()} on {d.label} ({role})")
+            say(progress, f"running {prep.scenario.describe()} on {d.label} ({role})")
             live[role] = run_side(prep, d, opts)
     caps = {r: (arts[r].capture if r in arts else live[r].capture) for r, _ in specs}
     if "ref" in arts and "dev" in arts and arts["ref"].manifest["model"]["signature"] != arts["dev"].manifest["model"]["signature"]:
         raise NpuportError("the two artifacts were recorded from different models", "records of the same model",
                            f"{arts['ref'].manifest['model']['name']} vs {arts['dev'].manifest['model']['name']}")
-    _say(progress, "comparing")
+    say(progress, "comparing")
     comp = compare(caps["ref"], caps["dev"], tols, caps.get("golden"), allow_unmatched)
     first = first_divergence(comp) if comp.failed else None
     if first is not None and localize:
         if "dev" in live and prep is not None:
-            _say(progress, f"replaying {first.call_key} on {live['dev'].device.label}")
+            say(progress, f"replaying {first.call_key} on {live['dev'].device.label}")
             dev_full = None
             if first.call_key not in _full_calls(live["dev"].capture) and first.call_key not in _full_calls(caps["ref"]):
                 keep = replace(opts, capture=replace(opts.capture, keep=opts.capture.keep + (first.module,), op_sequence=False))
@@ -215,14 +178,37 @@ def _run_parity(ref: str, dev: str, target: Target | None, opts: RunOptions, gol
     warns = [w for c in caps.values() for w in c.warnings]
     if prep is not None:
         warns += prep.notes
-    return ParityResult(comp, first, sides, tols, (prep.scenario.to_json() if prep else base.manifest["scenario"]) if (prep or base) else {}, sorted(set(warns)))
+    view = None
+    if ranked:
+        view = RankView("gathered", {r: (ranked[r].world_size if r in ranked else 1) for r, _ in specs})
+        warns += [w for r, a in ranked.items() for w in a.gathered.warnings(f"{r} gathered from {a.world_size} ranks")]
+    scenario = prep.scenario.to_json() if prep else (base.manifest["scenario"] if base is not None else {})
+    return ParityResult(comp, first, sides, tols, scenario, sorted(set(warns)), ranks=view)
+
+
+def _per_rank(arts: dict[str, RankedArtifact], roles: list[str], tols: Tolerances, allow_unmatched: bool,
+              progress: Progress) -> ParityResult:
+    """Both (all) sides per-rank records of one world size and layout: rank r against rank r."""
+    ref, dev = arts["ref"], arts["dev"]
+    if ref.manifest["model"]["signature"] != dev.manifest["model"]["signature"]:
+        raise NpuportError("the two artifacts were recorded from different models", "records of the same model",
+                           f"{ref.manifest['model']['name']} vs {dev.manifest['model']['name']}")
+    say(progress, f"comparing rank by rank ({ref.world_size} ranks)")
+    view = compare_ranks(ref, dev, tols, arts.get("golden"), allow_unmatched)
+    for r in view.ranks:
+        if r.first is not None:
+            r.first.notes.append("no replay: the dev side is a recorded artifact (run compare with --dev DEVICE to replay)")
+    worst = view.ranks[view.worst or 0]
+    sides = [_side_info(r, arts[r], None) for r in roles]
+    warns = sorted({w for a in arts.values() for p in a.parts for w in p.capture.warnings})
+    return ParityResult(worst.comparison, worst.first, sides, tols, ref.manifest["scenario"], warns, ranks=view)
 
 
 def _full_calls(cap: Capture) -> set[str]:
     return {ck for ck, c in cap.calls.items() if all(b in cap.full for b in c["blobs"])}
 
 
-def _any_tf32(arts: dict[str, Artifact]) -> bool:
+def _any_tf32(arts: dict[str, Artifact | RankedArtifact]) -> bool:
     return any(a.manifest["numerics"]["requested"].get("allow_tf32") for a in arts.values())
 
 
@@ -240,13 +226,20 @@ def _options_from(manifest: dict[str, Any], opts: RunOptions) -> RunOptions:
                    train_mode=bool(manifest["dtype_policy"].get("train_mode")))
 
 
-def _side_info(role: str, art: Artifact | None, live: LiveSide | None) -> SideInfo:
+def _side_info(role: str, art: Artifact | RankedArtifact | None, live: LiveSide | None) -> SideInfo:
     if art is not None:
         m = art.manifest
-        return SideInfo(role, m["device"]["label"], "artifact", {"path": str(art.path), "device": m["device"],
-                        "numerics": m["numerics"], "dtype_policy": m["dtype_policy"], "capture_mode": m["capture_mode"],
-                        "model": m["model"]["name"], "created": m.get("created")})
+        info = {"path": str(art.path), "device": m["device"], "numerics": m["numerics"], "dtype_policy": m["dtype_policy"],
+                "capture_mode": m["capture_mode"], "model": m["model"]["name"], "created": m.get("created")}
+        if isinstance(art, RankedArtifact):
+            top = art.top
+            info["distributed"] = {"world_size": art.world_size, "backend": top.get("backend"), "mesh": top.get("mesh"),
+                                   "meshes": top.get("meshes", []), "layout": top.get("layout"),
+                                   "parts": [p.get("path") for p in top.get("parts", [])]}
+        elif "distributed" in m:
+            info["distributed"] = m["distributed"]
+        return SideInfo(role, m["device"]["label"], "artifact", info)
     assert live is not None
     cap = live.capture
-    return SideInfo(role, live.device.label, "live", {"device": _device_json(live.device, live.settings),
+    return SideInfo(role, live.device.label, "live", {"device": device_json(live.device, live.settings),
                     "numerics": {"in_force": live.settings}, "capture_mode": cap.mode, "fault_hits": cap.fault_hits})

@@ -23,6 +23,7 @@ from npuport.model.scenarios import Scenario, fit_to_context, parse_scenario
 from npuport.parity.capture import run_capture
 from npuport.parity.entries import Capture, CaptureOptions
 from npuport.parity.modes import FaultMode, Float64Mode
+from npuport.parity.shards import full_value
 from npuport.parity.tree import from_spec, map_tensors, opaque_types, to_spec
 from npuport.trace.modules import ModuleStack
 
@@ -83,10 +84,10 @@ def fingerprint(tensors: dict[str, torch.Tensor] | list[torch.Tensor]) -> str:
     items = tensors.items() if isinstance(tensors, dict) else enumerate(tensors)
     h = hashlib.blake2b(digest_size=16)
     for name, t in items:
-        t = t.detach().cpu().contiguous()
+        t = full_value(t).detach().cpu().contiguous()  # a sharded weight counts whole: the same on any layout
         h.update(f"{name}:{tuple(t.shape)}:{t.dtype}\n".encode())
         if t.numel():
-            h.update(t.reshape(-1).view(torch.uint8).numpy())
+            h.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))  # type: ignore[arg-type]  # numpy arrays are buffers
     return h.hexdigest()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from typing import Any
 
 from npuport.mappings import load_checked
 
@@ -61,7 +62,8 @@ def _load(_: str = FILE) -> Tolerances:
     data = load_checked(FILE)  # fields, types and the dtype rows every run needs: schemas/tolerances.schema.json
     rows: dict[str, Tolerance] = {}
     for name, row in data["dtypes"].items():
-        rows[name] = Tolerance(dtype=name, **{k: (float(v) if k != "source" else v) for k, v in row.items()})
+        fields: dict[str, Any] = {k: (float(v) if k != "source" else v) for k, v in row.items()}
+        rows[name] = Tolerance(dtype=name, **fields)
     nd = data.get("nondeterministic_ops") or {}
     lists = {k: tuple(v) for k, v in nd.items() if k != "source"}
     return Tolerances(rows, float(data.get("stats_k_factor", 1.0)), lists)
