@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,6 +30,7 @@ from npuport.bench.json_form import bench_to_json
 from npuport.bench.runner import BenchReport, run_bench
 from npuport.cost.roofline import default_baseline, default_chip, get_chip
 from npuport.coverage import STATUSES
+from npuport.coverage.database import resolve_version
 from npuport.coverage.diff import CoverageDiff, diff_versions
 from npuport.coverage.resolve import Resolution
 from npuport.devices.device import NumericsPolicy
@@ -94,8 +95,9 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
     chip = get_chip(opts.chip)  # reject bad options before loading anything
     get_chip(opts.baseline_chip)
     weights(opts.route_preset, opts.route_weights)
-    if opts.torch_npu is not None and opts.torch_npu not in coverage.available_versions():
-        raise NpuportError(f"no coverage data for torch_npu {opts.torch_npu}", "one of " + ", ".join(coverage.available_versions()), opts.torch_npu)
+    release = resolve_version(opts.torch_npu) if opts.torch_npu is not None else None  # nearest earlier data, or exit 2
+    if release is not None:
+        opts = replace(opts, torch_npu=release.data)
     parsed = parse_scenarios(list(opts.scenarios))
     measured = [load_artifact(p) for p in opts.profiles]  # a bad artifact fails before the model loads
     if opts.suppress:
@@ -124,6 +126,8 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
                                                  "prefill" if "prefill" in names or not names else names[0])
             joins.append(join_profile(data, art, scenario))
         data["profile"] = joins
+    if release is not None and release.note:
+        data["notes"].append(f"torch_npu {release.requested}: {release.note}")
     return report, data
 
 

@@ -22,7 +22,7 @@ from npuport.cli.options import (
 )
 from npuport.cost.memory import default_optimizer, optimizer_names
 from npuport.cost.roofline import get_chip
-from npuport.coverage import available_versions
+from npuport.coverage.database import resolve_version
 from npuport.errors import NpuportError
 from npuport.model.scenarios import parse_scenarios
 
@@ -95,7 +95,7 @@ def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], 
         return
     get_chip(chip)  # what needs no model is checked before anything loads
     get_chip(from_chip)
-    if torch_npu is not None and torch_npu not in available_versions():
-        raise NpuportError(f"no coverage data for torch_npu {torch_npu}", "one of " + ", ".join(available_versions()), torch_npu)
+    if torch_npu is not None:
+        resolve_version(torch_npu)  # any release string resolves to its data or the nearest earlier; else exit 2
     parse_scenarios(list(scenarios))
     say(quiet, f"loading {model or hf_config}")

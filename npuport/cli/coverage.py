@@ -12,8 +12,11 @@ from npuport.cli.common import check_new, handle_errors
 from npuport.cli.lazy import Command, Group
 from npuport.cli.options import quiet_debug, report_options, torch_npu_option
 from npuport.coverage import STATUSES, available_versions
+from npuport.coverage.database import published_versions
 
 FORMATS = ("text", "json")
+# `view`: no kernel (aten::view, aten::t, aten::size ...); the CLI gives it until resolve.py does (coverage_impl)
+LIST_STATUSES = tuple(dict.fromkeys((*STATUSES, "view")))
 
 
 @click.group("coverage", cls=Group)
@@ -35,8 +38,10 @@ def coverage() -> None:
 @quiet_debug
 @handle_errors
 def show(output: str | None, json_out: str | None, force: bool, **_: Any) -> None:
-    """Status of OP (aten::add.Tensor, aten::mm, npu::npu_rms_norm) across all checked-in releases; * marks the
-    release chosen with --torch-npu.
+    """Status of OP (aten::add.Tensor, aten::mm, npu::npu_rms_norm) across all checked-in releases, with each
+    release's build date; * marks the release chosen with --torch-npu (any version: a release that shares another's
+    data, or an unlisted one, stands for that data, with a note). View and metadata ops (aten::view, aten::t,
+    aten::size) show `view`: no kernel. A name no release knows is an error naming the nearest ones.
 
     \b
     Examples:
@@ -47,8 +52,9 @@ def show(output: str | None, json_out: str | None, force: bool, **_: Any) -> Non
 
 
 @coverage.command("diff", cls=Command, impl="npuport.cli.coverage_impl:diff", help=f"""Ops that start or stop running on
-    the NPU, or otherwise change status, from OLD to NEW: two of the checked-in torch_npu releases
-    ({', '.join(available_versions())}).
+    the NPU, or otherwise change status, from OLD to NEW: two torch_npu releases ({len(published_versions())} published
+    ones have data, {(available_versions() or ['-'])[0]} to {(available_versions() or ['-'])[-1]}; another
+    version stands for the nearest earlier one).
 
     \b
     Examples:
@@ -65,7 +71,8 @@ def diff(output: str | None, json_out: str | None, force: bool, **_: Any) -> Non
 
 
 @coverage.command("list", cls=Command, impl="npuport.cli.coverage_impl:list_ops")
-@click.option("--status", type=click.Choice(STATUSES), required=True, help="The status to list.")
+@click.option("--status", type=click.Choice(LIST_STATUSES), required=True,
+              help="The status to list (view: view and metadata ops, which run no kernel).")
 @torch_npu_option("version")
 @report_options(FORMATS)
 @quiet_debug

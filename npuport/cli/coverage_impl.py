@@ -1,16 +1,23 @@
 """`npuport coverage show|diff|list`, the work (npuport.cli.coverage declares the options): npuport.api
-coverage_show / coverage_diff / coverage_list, printed as text or JSON."""
+coverage_show / coverage_diff / coverage_list, printed as text or JSON.
+
+Two answers are made here from npuport.coverage.database until resolve.py gives them itself: a view or metadata op
+(aten::view, aten::t, aten::size) shows status `view` (database.view_answer), and an aten::/npu:: name that no
+release knows is a user error naming the nearest names (database.check_known)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import click
 
 from npuport.api import coverage_diff, coverage_list, coverage_show
-from npuport.cli.common import emit, handle_errors, pick_format
+from npuport.cli.common import emit, handle_errors, pick_format, say
 from npuport.cli.coverage import FORMATS
+from npuport.coverage.database import aliases, check_known, load, releases, resolve_version, view_answer, view_kind
+from npuport.coverage.names import normalize_op
 
 
 def _json(data: Any) -> str:
@@ -23,14 +30,47 @@ def _out(text: str, data: Any, kw: dict[str, Any]) -> None:
          json_out=kw["json_out"])
 
 
+def _note(version: str | None, kw: dict[str, Any]) -> None:
+    """A line on stderr when a version string stands for another release's data (an alias, an unlisted post)."""
+    if version is not None:
+        note = resolve_version(version).note
+        if note:
+            say(kw["quiet"], note)
+
+
+def _viewed(r: Any) -> Any:
+    """The resolution with status `view` when the op runs no kernel on the NPU (database.view_answer)."""
+    answer = view_answer(r.op, r.status, load(r.version))
+    if answer is None:
+        return r
+    detail = answer[1]
+    if r.status in ("native", "composite"):
+        detail = f"{detail}. Dispatch: {r.detail}"
+    return replace(r, status="view", risk=None, composite_kind=None, detail=detail)
+
+
+def _kind(r: Any) -> str | None:
+    """'view' or 'metadata' for a row shown as a view."""
+    return view_kind(r.op, load(r.version)) if r.status == "view" else None
+
+
 @handle_errors
 def show(op: str, version: str | None, **kw: Any) -> None:
-    chosen, rows = coverage_show(op, version)
-    lines = [f"{rows[0].op}", f"  {'torch_npu':<14}{'status':<22}{'paths':<22}risk"]
+    name = normalize_op(op)
+    _note(version, kw)
+    check_known(name, version)
+    chosen, rows = coverage_show(name, version)
+    rows = [_viewed(r) for r in rows]
+    known = releases()
+    lines = [f"{rows[0].op}", f"  {'torch_npu':<14}{'built':<12}{'status':<22}{'paths':<22}risk"]
     for r in rows:
         mark = "*" if r.version == chosen else " "
-        kind = f" ({r.composite_kind})" if r.composite_kind else ""
-        lines.append(f"{mark} {r.version:<14}{(r.status + kind):<22}{', '.join(r.paths) or '-':<22}{r.risk or ''}")
+        kind = f" ({r.composite_kind})" if r.composite_kind else (" (metadata)" if _kind(r) == "metadata" else "")
+        built = (known[r.version].built or "-")[:10] if r.version in known else "-"
+        same = aliases(r.version)
+        tail = f"  [same data: {', '.join(same)}]" if same else ""
+        lines.append(f"{mark} {r.version:<14}{built:<12}{(r.status + kind):<22}{', '.join(r.paths) or '-':<22}"
+                     f"{r.risk or ''}{tail}".rstrip())
     picked = next(r for r in rows if r.version == chosen)
     lines.append(f"\n{chosen}: {picked.detail}")
     _out("\n".join(lines) + "\n", [_as_dict(r) for r in rows], kw)
@@ -38,6 +78,8 @@ def show(op: str, version: str | None, **kw: Any) -> None:
 
 @handle_errors
 def diff(old: str, new: str, **kw: Any) -> None:
+    _note(old, kw)
+    _note(new, kw)
     result = coverage_diff(old, new)
     sections = {"added": result.added, "removed": result.removed, "changed": result.changed}
     data = {"old": old, "new": new, **{k: [
@@ -53,7 +95,14 @@ def diff(old: str, new: str, **kw: Any) -> None:
 
 @handle_errors
 def list_ops(status: str, version: str | None, **kw: Any) -> None:
-    chosen, rows = coverage_list(status, version)
+    _note(version, kw)
+    if status == "view":  # views resolve to native or composite underneath
+        chosen, native = coverage_list("native", version)
+        rows = [v for r in native + coverage_list("composite", version)[1] if (v := _viewed(r)).status == "view"]
+        rows.sort(key=lambda r: r.op)
+    else:
+        chosen, rows = coverage_list(status, version)
+        rows = [r for r in rows if _viewed(r).status == status]
     lines = []
     for r in rows:
         extra = ", ".join(r.paths) or (r.composite_kind or "")
@@ -64,5 +113,7 @@ def list_ops(status: str, version: str | None, **kw: Any) -> None:
 
 
 def _as_dict(r: Any) -> dict[str, Any]:
+    known = releases()
     return {"op": r.op, "torch_npu": r.version, "status": r.status, "paths": list(r.paths), "risk": r.risk,
-            "composite_kind": r.composite_kind, "detail": r.detail}
+            "composite_kind": r.composite_kind, "detail": r.detail, "view_kind": _kind(r),
+            "built": known[r.version].built if r.version in known else None, "same_data": aliases(r.version)}

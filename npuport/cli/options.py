@@ -99,7 +99,9 @@ def from_chip_option(fn: F) -> F:
 def torch_npu_option(dest: str = "torch_npu") -> Callable[[F], F]:
     """--torch-npu VERSION, listing the releases checked in under mappings/coverage/."""
     return click.option("--torch-npu", dest, default=None, metavar="VERSION",
-                        help=f"torch_npu release: {', '.join(available_versions())} (mappings/coverage/). "
+                        help=f"torch_npu release: {available_versions()[0]} to {default_version()}, "
+                             f"{len(available_versions())} with data (mappings/coverage/, `npuport coverage list`); "
+                             "another version string resolves to the nearest earlier release, with a note. "
                              f"Default: the newest, {default_version()}.")
 
 

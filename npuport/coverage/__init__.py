@@ -4,7 +4,9 @@ Data: mappings/coverage/torch_npu-<version>.yaml, generated from the real wheels
 scripts/sync_torch_npu_coverage.py (schema and decision rules: docs/coverage.md). Stable API for the audit:
 
     available_versions() / default_version()
-    resolve(op, version=None, *, children=None) -> Resolution
+    resolve(op, version=None, *, children=None, call=None, chip=None, cann=None) -> Resolution
+    resolve_calls(op, version, calls, *, chip=None, cann=None) -> CallsResolution;  has_conditions(op, version=None)
+    load_conditions() / conditions_for(op, version): conditional host paths (mappings/coverage/conditions.yaml)
     resolve_composite_children(op, children, version=None) -> Resolution
     native_composites(version=None) -> frozenset[str]
     fallback_cost_s(bytes_moved, link_bytes_per_s=None) -> float;  FALLBACK_ERROR_ENV
@@ -14,23 +16,30 @@ scripts/sync_torch_npu_coverage.py (schema and decision rules: docs/coverage.md)
 
 from __future__ import annotations
 
+from npuport.coverage.conditions import ConditionEntry, Verdict, cann_key, conditions_for, load_conditions
 from npuport.coverage.database import CoverageDB, available_versions, default_version, load
 from npuport.coverage.fallback import FALLBACK_ERROR_ENV, fallback_cost_s, first_release_with_switch, link_rate
 from npuport.coverage.names import normalize_op
 from npuport.coverage.resolve import (
     ACL_ONLY_RISK,
+    LEAVES_NPU,
     STATUSES,
+    CallsResolution,
     Resolution,
     custom_op_schema,
     earliest_without_fallback,
+    has_conditions,
     native_composites,
     resolve,
     resolve_all,
+    resolve_calls,
     resolve_composite_children,
 )
 
 __all__ = [
-    "ACL_ONLY_RISK", "FALLBACK_ERROR_ENV", "STATUSES", "CoverageDB", "Resolution", "available_versions",
-    "custom_op_schema", "default_version", "earliest_without_fallback", "fallback_cost_s", "first_release_with_switch",
-    "link_rate", "load", "native_composites", "normalize_op", "resolve", "resolve_all", "resolve_composite_children",
+    "ACL_ONLY_RISK", "FALLBACK_ERROR_ENV", "LEAVES_NPU", "STATUSES", "CallsResolution", "ConditionEntry", "CoverageDB",
+    "Resolution", "Verdict", "available_versions", "cann_key", "conditions_for", "custom_op_schema", "default_version",
+    "earliest_without_fallback", "fallback_cost_s", "first_release_with_switch", "has_conditions", "link_rate", "load",
+    "load_conditions", "native_composites", "normalize_op", "resolve", "resolve_all", "resolve_calls",
+    "resolve_composite_children",
 ]

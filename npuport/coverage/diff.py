@@ -34,7 +34,9 @@ class CoverageDiff:
 
 def diff_versions(old: str, new: str) -> CoverageDiff:
     before, after = resolve_all(old), resolve_all(new)
-    added, removed, changed = [], [], []
+    added: list[Change] = []
+    removed: list[Change] = []
+    changed: list[Change] = []
     for op in sorted(set(before) | set(after)):
         a = before.get(op) or _absent(op, old)
         b = after.get(op) or _absent(op, new)

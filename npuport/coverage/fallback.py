@@ -6,12 +6,13 @@ kernel and copies the results back; the estimate here is the time those bytes ta
 
 from __future__ import annotations
 
-from npuport.coverage.database import available_versions, load
+from npuport.coverage.database import available_versions, load, published_versions, releases, version_key
 from npuport.errors import NpuportError
 from npuport.mappings import load_checked
 
-# Read by libtorch_npu.so from torch_npu 2.13.0 on (the sync script records per release whether the library
-# contains it: `fallback_error_env` in each coverage file); =1 makes every CPU fallback raise.
+# Read by libtorch_npu.so from torch_npu 2.13.0 on, and by the post releases of older lines built with it
+# (2.7.1.post11, 2.9.0.post9, 2.10.0.post7, 2.11.0.post3, 2.12.0.post3); the sync script records per release
+# whether the library contains it (`fallback_error_env` in each coverage file); =1 makes every CPU fallback raise.
 FALLBACK_ERROR_ENV = "TORCH_NPU_FALLBACK_CPU_DISABLE"
 _LINK_FILE = "coverage/host_link.yaml"
 
@@ -47,8 +48,18 @@ def fallback_cost_s(bytes_moved: int, link_bytes_per_s: float | None = None) -> 
 
 
 def first_release_with_switch() -> str | None:
-    """The oldest checked-in torch_npu release whose library reads FALLBACK_ERROR_ENV."""
+    """The oldest release line whose first release reads FALLBACK_ERROR_ENV ("2.13.0"): post and pre-releases
+    do not count here, since torch_npu backported the switch to post releases of older lines (releases_with_switch
+    lists every release that has it)."""
     for version in available_versions():
-        if load(version).fallback_error_env == FALLBACK_ERROR_ENV:
+        key = version_key(version)
+        if key[2] == -1 and key[1] == 10**9 and load(version).fallback_error_env == FALLBACK_ERROR_ENV:
             return version
     return None
+
+
+def releases_with_switch() -> list[str]:
+    """Every release with data (aliases included) whose library reads FALLBACK_ERROR_ENV, oldest version first."""
+    known = releases()
+    with_switch = {v for v in available_versions() if load(v).fallback_error_env == FALLBACK_ERROR_ENV}
+    return [v for v in published_versions() if known[v].data in with_switch]

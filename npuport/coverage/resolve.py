@@ -1,4 +1,5 @@
-"""One status per (operator overload, torch_npu release): native, composite, cpu-fallback, unsupported, npu-custom.
+"""One status per (operator overload, torch_npu release): native, composite, cpu-fallback, unsupported, npu-custom,
+and for a registered kernel with a conditional host path (mappings/coverage/conditions.yaml): cpu-path, conditional.
 
 Decision order for aten overloads (first match wins), all from the checked-in data:
 1. registered by torch_npu (PrivateUse1, or AutogradPrivateUse1 for `autograd:` entries and for
@@ -11,21 +12,25 @@ Decision order for aten overloads (first match wins), all from the checked-in da
 6. no kernel the fallback can use, or an overload the paired torch does not have -> unsupported.
 Ops of other namespaces (fsdp::, torchvision::) are decided by what their library registered in the traced
 environment: PrivateUse1 -> native, a composite kernel -> composite, CPU only -> cpu-fallback, none -> unsupported.
+A native aten overload whose kernel (or whose structured out= variant's kernel) has a recorded condition is then
+checked against the call, the target chip and the CANN version when the caller gives any of them: a condition that
+holds -> cpu-path (the kernel copies to the host and back itself), one npuport cannot decide -> conditional, none ->
+native. Without a call, chip or CANN version the status is the registration's, as before.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from typing import Iterable, Sequence
 
-import torch
-
-from npuport.coverage.database import CoverageDB, available_versions, load
+from npuport.coverage.conditions import CallLike, ConditionEntry, Verdict, conditions_for, evaluate
+from npuport.coverage.database import CoverageDB, earliest_by_build_date, load
 from npuport.coverage.fallback import FALLBACK_ERROR_ENV, first_release_with_switch
 from npuport.coverage.names import namespace, normalize_op
 
-STATUSES = ("native", "composite", "cpu-fallback", "unsupported", "npu-custom")
+STATUSES = ("native", "composite", "cpu-fallback", "unsupported", "npu-custom", "cpu-path", "conditional")
 RUNS_ON_NPU = frozenset({"native", "npu-custom"})
+LEAVES_NPU = frozenset({"cpu-fallback", "unsupported", "cpu-path"})  # the op does not (or cannot) run on the NPU
 ACL_ONLY_RISK = "acl_op only: raises on aclnn-only SoCs"
 
 
@@ -39,6 +44,8 @@ class Resolution:
     detail: str  # one sentence: why this status
     composite_kind: str | None = None  # 'implicit' | 'explicit' for composites
     children: tuple["Resolution", ...] = field(default=())  # the observed decomposition, when the caller gave it
+    condition: str | None = None  # cpu-path / conditional: the condition that holds, or that npuport cannot decide
+    sources: tuple[str, ...] = ()  # op-plugin path:lines@commit of the conditions checked
 
     @property
     def all_children_native(self) -> bool | None:
@@ -108,12 +115,15 @@ def _aten(op: str, db: CoverageDB, depth: int = 0) -> Resolution:
     return Resolution(op, db.version, "unsupported", (), "fails at run time", detail + (f"; yaml: {reason}" if reason else ""))
 
 
-def resolve(op: str, version: str | None = None, *, children: Iterable[str] | None = None) -> Resolution:
+def resolve(op: str, version: str | None = None, *, children: Iterable[str] | None = None, call: CallLike | None = None,
+            chip: str | None = None, cann: str | None = None) -> Resolution:
     """Status of one overload ('aten::add.Tensor', 'aten::mm', 'npu::npu_rms_norm') on a torch_npu release.
 
     children: the aten ops the caller saw under this op (its observed decomposition). For a composite they are
     resolved too (Resolution.children, .all_children_native) and the detail names those that do not run on the NPU.
-    Raises NpuportError for a malformed name or a release with no checked-in data.
+    call / chip / cann: the recorded call (OpCall or ReportedCall), the target chip profile name (mappings/hardware.yaml)
+    and the CANN version: with any of them, a native kernel's recorded conditions are evaluated (cpu-path,
+    conditional or native). Raises NpuportError for a malformed name or a release with no checked-in data.
     """
     name = normalize_op(op)
     db = load(version)
@@ -132,7 +142,81 @@ def resolve(op: str, version: str | None = None, *, children: Iterable[str] | No
         result = _other_namespace(name, ns, db)
     if children is not None and result.status == "composite":
         result = _with_children(result, children, db.version)
+    if (call is not None or chip is not None or cann is not None) and result.status == "native":
+        release = _release(version, db)
+        entries = _entries(name, db, release)
+        if entries:
+            result = _conditioned(result, evaluate(entries, call, chip, cann, name), db, release, chip)
     return result
+
+
+def _release(version: str | None, db: CoverageDB) -> str:
+    """The release whose kernels the conditions were read for: the one asked for, exactly as the conditions name it
+    (a release that only shares another's registration data has its own kernels, which nobody read)."""
+    return db.version if version is None else str(version).strip()
+
+
+def _entries(op: str, db: CoverageDB, release: str) -> tuple[ConditionEntry, ...]:
+    """The conditions of op's own kernel, or of the out= kernel a structured functional runs through."""
+    own = conditions_for(op, release)
+    if own or op in db.native:
+        return own
+    out = db.delegates.get(op)
+    return conditions_for(out, release) if out else ()
+
+
+def has_conditions(op: str, version: str | None = None) -> bool:
+    """Whether a registered kernel of op has a recorded conditional host path on this release."""
+    db = load(version)
+    return bool(_entries(normalize_op(op), db, _release(version, db)))
+
+
+def _conditioned(res: Resolution, verdict: Verdict, db: CoverageDB, release: str, chip: str | None) -> Resolution:
+    sources = tuple(dict.fromkeys(s for e in verdict.entries for s in e.releases[release]))
+    aclnn = sorted({e.aclnn for e in verdict.entries if e.aclnn})
+    also = f" (it also does when the CANN install lacks {', '.join(aclnn)})" if aclnn else ""
+    where = f" on {chip}" if chip else ""
+    if verdict.outcome == "cpu-path":
+        risk = ("runs on the host CPU inside torch_npu's own kernel (not the backend fallback"
+                + (f"; {db.fallback_error_env}=1 stops only the paths torch_npu gates" if db.fallback_error_env else
+                   "; this release has no switch to make it an error") + ")")
+        return replace(res, status="cpu-path", risk=risk, condition=verdict.condition, sources=sources,
+                       detail=f"{res.detail}, but the kernel computes on the host CPU{where}: {verdict.condition}{also}")
+    if verdict.outcome == "conditional":
+        return replace(res, status="conditional", risk="may run on the host CPU", condition=verdict.condition,
+                       sources=sources,
+                       detail=f"{res.detail}; the kernel computes on the host CPU when {verdict.condition}, which "
+                              f"npuport cannot decide for this call{where}{also}")
+    text = " or ".join(e.text() for e in verdict.entries)
+    return replace(res, sources=sources, detail=f"{res.detail}; the kernel's host path ({text}) is not taken{where}{also}")
+
+
+@dataclass(frozen=True)
+class CallsResolution:
+    """An op over all its recorded calls: the worst status (cpu-path > conditional > native) and which calls got which."""
+
+    resolution: Resolution
+    by_status: dict[str, list[CallLike]]
+
+
+def resolve_calls(op: str, version: str | None, calls: Sequence[CallLike], *, chip: str | None = None,
+                  cann: str | None = None) -> CallsResolution:
+    """resolve() per recorded call of one op, folded: the audit's coverage stage reports an op once."""
+    base = resolve(op, version)
+    if base.status != "native" or not has_conditions(op, version):
+        return CallsResolution(base, {base.status: list(calls)})
+    groups: dict[str, list[CallLike]] = {}
+    first: dict[str, Resolution] = {}
+    for c in calls or [None]:  # type: ignore[list-item]  # no call: chip and CANN alone
+        r = resolve(op, version, call=c, chip=chip, cann=cann)
+        groups.setdefault(r.status, []).append(c)
+        first.setdefault(r.status, r)
+    worst = next(s for s in ("cpu-path", "conditional", "native") if s in first)
+    res = first[worst]
+    n = sum(len(v) for v in groups.values())
+    if len(groups) > 1 and calls:
+        res = replace(res, detail=f"{res.detail} ({len(groups[worst])} of {n} calls)")
+    return CallsResolution(res, {k: [c for c in v if c is not None] for k, v in groups.items()})
 
 
 def _other_namespace(name: str, ns: str, db: CoverageDB) -> Resolution:
@@ -140,6 +224,8 @@ def _other_namespace(name: str, ns: str, db: CoverageDB) -> Resolution:
     environment decides. A PrivateUse1 kernel runs on the NPU (torch registers FSDP2's fsdp:: copies for it); a
     composite kernel decomposes into aten ops; a CPU kernel alone goes through torch_npu's CPU fallback; nothing is
     an error at run time."""
+    import torch  # noqa: PLC0415 - only for ops outside aten / npu: `coverage` commands must start without torch
+
     def has(key: str) -> bool:
         try:
             return bool(torch._C._dispatch_has_kernel_for_dispatch_key(name, key))
@@ -196,9 +282,8 @@ def resolve_all(version: str | None = None) -> dict[str, Resolution]:
 
 
 def earliest_without_fallback(ops: Iterable[str]) -> str | None:
-    """The oldest checked-in release on which none of `ops` is cpu-fallback or unsupported (None if there is none)."""
+    """The earliest-built release (release candidates aside) on which none of `ops` is cpu-fallback or unsupported
+    (None if there is none): by build date, not version number (2.1.0.post10, built 2025-01, is later than 2.3.1)."""
     wanted = list(dict.fromkeys(ops))
-    for version in available_versions():
-        if all(resolve(op, version).status not in ("cpu-fallback", "unsupported") for op in wanted):
-            return version
-    return None
+    return earliest_by_build_date(
+        lambda version: all(resolve(op, version).status not in ("cpu-fallback", "unsupported") for op in wanted))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from npuport.coverage.conditions import load_conditions
 from npuport.coverage.database import available_versions, load
 from npuport.coverage.resolve import resolve_all
 
@@ -19,10 +20,12 @@ class ReleaseCounts:
     op_api: int  # with an aclnn path
     dvm: int
     custom: int
-    statuses: Counter  # resolution of every aten overload of the paired torch + every npu:: op
+    statuses: Counter  # resolution of every aten overload of the paired torch + every npu:: op (no call: never
+    # cpu-path or conditional; those need a recorded call or a chip, see `conditioned`)
     implicit: int
     explicit: int
     switch: bool
+    conditioned: int = 0  # registered overloads with a recorded conditional host path (coverage/conditions.yaml)
 
 
 def release_counts(version: str) -> ReleaseCounts:
@@ -41,6 +44,7 @@ def release_counts(version: str) -> ReleaseCounts:
         implicit=sum(r.composite_kind == "implicit" for r in resolved),
         explicit=sum(r.composite_kind == "explicit" for r in resolved),
         switch=db.fallback_error_env is not None,
+        conditioned=len({op for e in load_conditions().entries if version in e.releases for op in e.ops}),
     )
 
 

@@ -18,7 +18,10 @@ STANDIN_ENV = "NPUPORT_NPU_STANDIN"
 
 
 def torch_npu_installed() -> bool:
-    return importlib.util.find_spec("torch_npu") is not None
+    try:
+        return importlib.util.find_spec("torch_npu") is not None
+    except ValueError:  # a torch_npu in sys.modules without a spec: the audit's stand-in, not an installation
+        return False
 
 
 def import_torch_npu(spec: str) -> Any:

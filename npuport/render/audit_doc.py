@@ -71,9 +71,15 @@ def actions(data: dict[str, Any]) -> list[Action]:
                               "replace the op, or pick a release that has it (see Coverage)"))
         else:
             share = max((o["time_share"] for o in data["ops"] if o["op"] == f["op"]), default=0.0)
+            fix = (f"avoid what sends torch_npu's kernel to the host ({f['condition']}), or use another op"
+                   if f["status"] == "cpu-path" else "use an op torch_npu runs natively, or a release without the fallback")
             out.append(Action(1, share, f"{f['op']} runs on the host CPU ({f['calls']} calls, "
-                                        f"{fmt_time(f['estimated_transfer_s'])} of transfers)", where,
-                              "use an op torch_npu runs natively, or a release without the fallback"))
+                                        f"{fmt_time(f['estimated_transfer_s'])} of transfers)", where, fix))
+    for f in cov.get("conditional", []):
+        share = max((o["time_share"] for o in data["ops"] if o["op"] == f["op"]), default=0.0)
+        where = _at(f["modules"][0] if f["modules"] else "", f["sources"][0] if f["sources"] else None)
+        out.append(Action(1, share, f"{f['op']} may run on the host CPU ({f['calls']} calls)", where,
+                          f"check on the machine: the kernel goes to the host when {f['condition']}"))
     for f in data.get("findings") or []:
         if f["level"] == "info":
             continue
@@ -109,8 +115,11 @@ def _runs_line(data: dict[str, Any]) -> str:
     bad = cov["cpu_fallback"]
     unsupported = [f["op"] for f in bad if f["status"] == "unsupported"]
     fallback = [f for f in bad if f["status"] != "unsupported"]
+    maybe = cov.get("conditional") or []
+    unless = (f"; {len(maybe)} op(s) may compute on the host ({', '.join(f['op'] for f in maybe[:3])}: see Coverage)"
+              if maybe else "")
     if not bad:
-        return f"Runs on torch_npu {cov['version']}? yes, all {n} compute ops ({counts})"
+        return f"Runs on torch_npu {cov['version']}? yes, all {n} compute ops ({counts}){unless}"
     parts = []
     if unsupported:
         parts.append(f"{len(unsupported)} op(s) not implemented ({', '.join(unsupported[:3])})")
@@ -121,7 +130,7 @@ def _runs_line(data: dict[str, Any]) -> str:
     verdict = "NO" if unsupported else "yes, with CPU fallbacks"
     earliest = cov.get("earliest_without_fallback")
     tail = f"; earliest checked-in release without: {earliest}" if earliest else ""
-    return f"Runs on torch_npu {cov['version']}? {verdict}: " + "; ".join(parts) + tail
+    return f"Runs on torch_npu {cov['version']}? {verdict}: " + "; ".join(parts) + tail + unless
 
 
 def _differs_line(data: dict[str, Any]) -> str:
@@ -397,11 +406,20 @@ def coverage_section(data: dict[str, Any]) -> Section | None:
                                 [Column("op", kind="code"), Column("status", kind="status"), Column("calls", "right"),
                                  Column("where"), Column("bytes host<->device", "right", priority=2),
                                  Column("transfer estimate", "right"), Column("detail", priority=6)], frows))
+    if cov.get("conditional"):
+        crows = [[f["op"], str(f["calls"]),
+                  (f["modules"][0] if f["modules"] else "") + (f" @ {short_source(f['sources'][0])}" if f["sources"] else ""),
+                  f["condition"] or ""] for f in cov["conditional"]]
+        sec.tables.append(Table("conditional", "Ops whose torch_npu kernel computes on the host under a condition the "
+                                               "trace does not show (mappings/coverage/conditions.yaml)",
+                                [Column("op", kind="code"), Column("calls", "right"), Column("where"),
+                                 Column("host path when")], crows))
     if cov.get("earliest_without_fallback"):
-        sec.after.append(f"earliest checked-in torch_npu with no CPU fallback for this model: {cov['earliest_without_fallback']}")
+        sec.after.append(f"earliest-built torch_npu release with no CPU fallback for this model: {cov['earliest_without_fallback']}")
     for version, ops in (cov.get("releases_with_fallback") or {}).items():
         sec.after.append(f"torch_npu {version}: {len(ops)} op(s) leave the NPU: {', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''}")
-    sec.after.append("releases checked: " + ", ".join(cov.get("checked_versions", [])))
+    sec.after.append("releases checked, oldest-built first until one runs every op on the NPU: "
+                     + ", ".join(cov.get("checked_versions", [])))
     return sec
 
 

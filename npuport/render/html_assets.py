@@ -71,8 +71,8 @@ table.data .r{text-align:right;white-space:nowrap;font-variant-numeric:tabular-n
 table.data td.k{white-space:nowrap}
 table.data td code{font-size:12px}
 .tag{display:inline-block;border-radius:5px;padding:0 6px;font-weight:600;font-size:12px;white-space:nowrap}
-.t-hot,.t-error,.t-cpu-fallback,.t-unsupported{background:var(--hot-bg);color:var(--hot)}
-.t-medium,.t-warning,.t-blocked{background:var(--amber-bg);color:var(--amber)}
+.t-hot,.t-error,.t-cpu-fallback,.t-cpu-path,.t-unsupported{background:var(--hot-bg);color:var(--hot)}
+.t-medium,.t-warning,.t-blocked,.t-conditional{background:var(--amber-bg);color:var(--amber)}
 .t-cold,.t-fused,.t-no-replacement{background:var(--cold-bg);color:var(--cold)}
 .t-info,.t-composite,.t-npu-custom{background:var(--info-bg);color:var(--info)}
 .t-native,.t-proposed{background:var(--ok-bg);color:var(--ok)}

@@ -13,8 +13,8 @@ from typing import Any
 from npuport.render.fmt import fmt_count, fmt_share, fmt_si, fmt_time
 
 SERIES = ["#0077bb", "#ee7733", "#009988", "#aa3377", "#33bbee", "#bbbb33", "#777777"]
-STATUS_COLORS = {"native": "#12805c", "composite": "#3b82c4", "npu-custom": "#7a5af8", "cpu-fallback": "#d92d20",
-                 "unsupported": "#7a0f0a"}
+STATUS_COLORS = {"native": "#12805c", "composite": "#3b82c4", "npu-custom": "#7a5af8", "conditional": "#b54708",
+                 "cpu-path": "#e8590c", "cpu-fallback": "#d92d20", "unsupported": "#7a0f0a"}
 STATUS_ORDER = list(STATUS_COLORS)
 WIDTH = 960
 MIN_SHARE = 0.001  # the roofline draws the op/scenario dots of at least this share of the scenario's time
@@ -386,8 +386,10 @@ def coverage_chart(data: dict[str, Any]) -> str:
     parts.append(f'<text class="ax" x="{label_w + plot_w / 2:.1f}" y="{bottom + 36:.1f}" text-anchor="middle">'
                  "share of the model's compute ops, and of its estimated time (mean over scenarios)</text>")
     svg = _svg("chart-coverage", title, bottom + 48, parts)
-    bad = [s for s in ("cpu-fallback", "unsupported") if s in by]
+    bad = [s for s in ("cpu-path", "cpu-fallback", "unsupported") if s in by]
     caption = (f"Status of each compute op on torch_npu {cov['version']}: native and composite run on the NPU; "
                + (f"{' and '.join(bad)} ops leave it (see the table below)." if bad else
-                  "no op falls back to the CPU or is missing."))
+                  "no op falls back to the CPU or is missing.")
+               + (" conditional ops compute on the host only under a condition the trace does not show."
+                  if "conditional" in by else ""))
     return _figure(svg, caption)

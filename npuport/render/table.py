@@ -34,7 +34,8 @@ class Table:
 _STYLE = {
     "class": {"hot": "bold red", "medium": "yellow", "cold": "dim"},
     "level": {"error": "bold red", "warning": "yellow", "info": "dim"},
-    "status": {"cpu-fallback": "bold red", "unsupported": "bold red", "proposed": "green", "blocked": "yellow",
+    "status": {"cpu-fallback": "bold red", "cpu-path": "bold red", "unsupported": "bold red", "conditional": "yellow",
+               "proposed": "green", "blocked": "yellow",
                "FAIL": "bold red", "ok": "green", "error": "bold red", "fail": "bold red", "warn": "yellow"},
 }
 

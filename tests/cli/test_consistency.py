@@ -124,7 +124,7 @@ def test_from_chip_and_torch_npu_list_their_values() -> None:
     assert all(c in (option(audit, "--from-chip").help or "") for c, p in load_chips().items() if p.family == "cuda")  # type: ignore[union-attr]
     for path in ("npuport audit", "npuport coverage show", "npuport coverage list"):
         text = option(RUNNABLE[path], "--torch-npu").help or ""  # type: ignore[union-attr]
-        assert all(v in text for v in available_versions()), path
+        assert available_versions()[0] in text and available_versions()[-1] in text, path
 
 
 def test_root_help_lists_each_command_once() -> None:

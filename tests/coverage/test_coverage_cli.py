@@ -69,3 +69,65 @@ def test_user_errors_exit_2_with_one_line(write_db):
 def test_checked_in_data_through_the_cli():
     res = _run("show", "aten::isin.Tensor_Tensor_out")
     assert res.exit_code == 0 and "2.3.1" in res.output and "cpu-fallback" in res.output
+
+
+def _with_views(write_db, version="1.0.0", **extra):
+    native = {"aten::mm": ["op_api", "acl_op"], "aten::matmul": ["op_api"], "aten::lstm_cell": ["acl_op"],
+              "aten::pow.Tensor_Scalar": ["op_api"], "aten::gelu.out": ["op_api"], "aten::view": ["core"]}
+    tables = {"implicit": ["aten::rms_norm", "aten::size.int"], "explicit": ["aten::zeros_like", "aten::t"],
+              "cpu": ["aten::isin.Tensor_Tensor_out", "aten::mean.dim", "aten::unfold"], "none": ["aten::_flash"]}
+    return write_db(version, native=native, torch_tables=tables, views=["aten::t", "aten::unfold", "aten::view"],
+                    metadata=["aten::size.int"], **extra)
+
+
+def test_unknown_op_exits_2_naming_the_nearest_names(write_db):
+    _with_views(write_db)
+    res = _run("show", "aten::no_such_op")
+    assert res.exit_code == 2 and res.stdout == ""
+    line = res.stderr.strip()
+    assert len(line.splitlines()) == 1
+    assert line.startswith("error: unknown operator aten::no_such_op") and "nearest:" in line
+    res = _run("show", "aten::mn")
+    assert res.exit_code == 2 and "nearest: aten::mm" in res.stderr
+    assert _run("show", "npu::npu_rms_nrm").stderr.count("npu::npu_rms_norm") == 1
+
+
+def test_view_and_metadata_ops_show_status_view(write_db):
+    _with_views(write_db)
+    for op, kind in (("aten::t", "view"), ("aten::view", "view"), ("aten::size.int", "metadata"), ("aten::size", "metadata")):
+        res = _run("show", op)
+        assert res.exit_code == 0, (op, res.output)
+        row = next(line for line in res.stdout.splitlines() if line.startswith("* 1.0.0"))
+        assert "view" in row.split()[3], row
+        rows = json.loads(_run("show", op, "--format", "json").stdout)
+        assert rows[0]["status"] == "view" and rows[0]["view_kind"] == kind and rows[0]["risk"] is None
+    detail = json.loads(_run("show", "aten::t", "--format", "json").stdout)[0]["detail"]
+    assert "no kernel" in detail and "contiguous" in detail and "CompositeExplicitAutograd" in detail
+    assert "registered at PrivateUse1" in json.loads(_run("show", "aten::view", "--format", "json").stdout)[0]["detail"]
+    unfold = json.loads(_run("show", "aten::unfold", "--format", "json").stdout)[0]
+    assert unfold["status"] == "cpu-fallback"  # a view with only a CPU kernel still leaves the NPU
+    res = _run("list", "--status", "view")
+    assert res.exit_code == 0 and res.stdout.split() == ["aten::size.int", "aten::t", "aten::view", "[core]"]
+    assert "aten::view" not in _run("list", "--status", "native").stdout
+
+
+def test_a_version_with_no_data_of_its_own_gets_a_note(write_db):
+    _with_views(write_db, "2.3.1.post2")
+    _with_views(write_db, "2.3.1.post4")
+    _with_views(write_db, "2.5.1")
+    res = _run("show", "aten::mm", "--torch-npu", "2.3.1.post5")
+    assert res.exit_code == 0, res.output
+    assert "2.3.1.post5 is not a release with data; using the nearest earlier release, 2.3.1.post4" in res.stderr
+    assert any(line.startswith("* 2.3.1.post4") for line in res.stdout.splitlines())
+    assert _run("show", "aten::mm", "--torch-npu", "2.3.1.post5", "--quiet").stderr == ""
+    res = _run("list", "--status", "npu-custom", "--torch-npu", "2.3.1.post9")
+    assert res.exit_code == 0 and "using the nearest earlier release, 2.3.1.post4" in res.stderr
+
+
+def test_checked_in_view_ops_through_the_cli():
+    for op in ("aten::view", "aten::t", "aten::size", "aten::expand", "aten::detach"):
+        rows = json.loads(_run("show", op, "--torch-npu", "2.14.0", "--format", "json").stdout)
+        chosen = next(r for r in rows if r["torch_npu"] == "2.14.0")
+        assert chosen["status"] == "view", (op, chosen)
+    res = _run("show", "aten::no_such_op")
+    assert res.exit_code == 2 and "nearest: " in res.stderr

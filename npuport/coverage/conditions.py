@@ -1,0 +1,277 @@
+"""Conditional paths inside registered torch_npu kernels (mappings/coverage/conditions.yaml, format in docs/coverage.md).
+
+A registered kernel is `native` to the coverage tables, yet some compute on the host: always (polar on 2.3.1), off
+the 910B-class chips (logit), for some arguments (_masked_softmax unless 4-D, dim=-1, mask_type=2) or dtypes
+(adaptive_max_pool3d in float64), or under facts a trace does not hold (the CANN version; whether torch_npu picks the
+acl_op kernel). Each condition evaluates to True, False or None (cannot tell) on one recorded call and target chip.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence
+
+from npuport.errors import MappingError, NpuportError
+from npuport.mappings import load_checked, mappings_dir
+from npuport.trace.records import TensorMeta, TensorRef
+
+FILE = "coverage/conditions.yaml"
+OUTCOMES = ("cpu-path", "conditional")
+# decided from the recorded call and the target chip / needing a fact of the installation
+TRACE_KINDS = frozenset({"always", "chip_in", "chip_not_in", "rank_not", "dtype_in", "not_equal", "not_last_dim_of",
+                         "non_integral", "downscale_above"})
+ENV_KINDS = frozenset({"cann_below", "acl_op_path"})
+_SOURCE = re.compile(r"^(?P<path>[^:@ ]+):(?P<lines>[0-9,\-]+)@(?P<commit>[0-9a-f]{12})$")
+_INT64 = 2**63
+
+
+class CallLike(Protocol):
+    """What a condition reads of a call: npuport.trace.records.OpCall and npuport.cost.inventory.ReportedCall."""
+
+    inputs: tuple[TensorMeta, ...]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Condition:
+    kind: str
+    value: Any
+    arg: str | None = None
+
+    def text(self) -> str:
+        v = self.value
+        show = ", ".join(v) if isinstance(v, (list, tuple)) else str(v)
+        texts = {
+            "always": lambda: "on every call",
+            "chip_in": lambda: f"the chip is one of {show}",
+            "chip_not_in": lambda: f"the chip is none of {show}",
+            "cann_below": lambda: f"the CANN version is below {v}",
+            "acl_op_path": lambda: ("torch_npu runs the acl_op kernel (jit compile enabled, the ACL default of the chip, "
+                                    "or an input in a private format)"),
+            "rank_not": lambda: f"{self.arg} is not {v}-D",
+            "dtype_in": lambda: f"{self.arg} is {show}",
+            "not_equal": lambda: f"{self.arg} is not {v}",
+            "not_last_dim_of": lambda: f"{self.arg} is given and is neither -1 nor {v}.dim()-1",
+            "non_integral": lambda: f"{self.arg} is not an integer value (fractional, infinite or beyond int64)",
+            "downscale_above": lambda: f"{self.arg} shrinks by more than {float(v):g}x in H or W (1/scale, or input/output size)",
+        }
+        return texts[self.kind]()
+
+
+@dataclass(frozen=True)
+class ConditionEntry:
+    id: str
+    ops: tuple[str, ...]
+    outcome: str  # one of OUTCOMES
+    when: tuple[Condition, ...]  # any one met -> the call takes the CPU path
+    releases: Mapping[str, tuple[str, ...]]  # release -> sources "path:lines@commit"
+    aclnn: str | None = None
+    note: str | None = None
+
+    def text(self) -> str:
+        return " or ".join(c.text() for c in self.when)
+
+
+@dataclass(frozen=True)
+class ConditionDB:
+    builds: Mapping[str, Mapping[str, str]]
+    families: Mapping[str, tuple[str, ...]]
+    chips: Mapping[str, str]  # npuport chip profile -> SoC family
+    entries: tuple[ConditionEntry, ...]
+
+    def for_op(self, op: str, version: str) -> tuple[ConditionEntry, ...]:
+        return tuple(e for e in self.entries if op in e.ops and version in e.releases)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the recorded facts say about one call: `outcome` cpu-path / conditional, or None (the NPU path)."""
+
+    outcome: str | None
+    met: tuple[str, ...] = ()  # conditions that hold (the CPU path is taken)
+    open: tuple[str, ...] = ()  # conditions npuport could not decide
+    entries: tuple[ConditionEntry, ...] = field(default=())
+
+    @property
+    def condition(self) -> str:
+        return "; ".join(self.met or self.open or tuple(e.text() for e in self.entries))
+
+
+def load_conditions() -> ConditionDB:
+    """The checked-in conditions (an empty database where mappings/ has no conditions.yaml: test fixtures)."""
+    path = mappings_dir() / FILE
+    if not path.is_file():
+        return ConditionDB({}, {}, {}, ())
+    return _load(str(path), path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str, mtime_ns: int) -> ConditionDB:
+    doc = load_checked(FILE)  # shapes: schemas/coverage.conditions.schema.json; cross-references below
+    builds = {str(k): dict(v) for k, v in doc["builds"].items()}
+    families = {str(k): tuple(v) for k, v in doc["soc_families"]["families"].items()}
+    chips: dict[str, str] = {}
+    for chip, spec in doc["chips"].items():
+        if spec["family"] not in families:
+            raise MappingError(FILE, f"chips.{chip}", "family", f"{spec['family']!r} is not under soc_families")
+        chips[str(chip)] = spec["family"]
+    entries, seen = [], set()
+    for raw in doc["entries"]:
+        if raw["id"] in seen:
+            raise MappingError(FILE, raw["id"], "id", "listed twice")
+        seen.add(raw["id"])
+        entries.append(_entry(raw, builds, families))
+    return ConditionDB(builds, families, chips, tuple(entries))
+
+
+def _entry(raw: Mapping[str, Any], builds: Mapping[str, Mapping[str, str]], families: Mapping[str, Any]) -> ConditionEntry:
+    name = raw["id"]
+    when = []
+    for spec in raw["when"]:
+        arg = spec.get("arg")
+        kind = next(k for k in spec if k != "arg")
+        if kind in ("chip_in", "chip_not_in") and not set(spec[kind]) <= set(families):
+            raise MappingError(FILE, name, kind, f"names no SoC family: {sorted(set(spec[kind]) - set(families))}")
+        when.append(Condition(kind, tuple(spec[kind]) if isinstance(spec[kind], list) else spec[kind], arg))
+    kinds = {c.kind for c in when}
+    wanted = TRACE_KINDS if raw["outcome"] == "cpu-path" else ENV_KINDS
+    if not kinds <= wanted:
+        raise MappingError(FILE, name, "when", f"a {raw['outcome']} entry takes only {sorted(wanted)}, got {sorted(kinds - wanted)}")
+    releases = {}
+    for version, sources in raw["releases"].items():
+        build = builds.get(str(version))
+        if build is None:
+            raise MappingError(FILE, name, "releases", f"{version!r} is not under builds")
+        for s in sources:
+            m = _SOURCE.match(s)
+            if m is None or not build["op_plugin"].startswith(m["commit"]):
+                raise MappingError(FILE, name, f"releases.{version}", f"{s!r} does not cite op-plugin {build['op_plugin'][:12]}")
+        releases[str(version)] = tuple(sources)
+    return ConditionEntry(name, tuple(raw["ops"]), raw["outcome"], tuple(when), releases, raw.get("aclnn"), raw.get("note"))
+
+
+def conditions_for(op: str, version: str) -> tuple[ConditionEntry, ...]:
+    return load_conditions().for_op(op, version)
+
+
+def evaluate(entries: Sequence[ConditionEntry], call: CallLike | None = None, chip: str | None = None,
+             cann: str | None = None, op: str | None = None) -> Verdict:
+    """Fold the entries of one op over one call: cpu-path if a condition holds, conditional if one cannot be decided
+    (no call, a chip npuport cannot place, an unknown CANN version, the acl_op choice), else None (the NPU path)."""
+    db = load_conditions()
+    met: list[str] = []
+    open_: list[str] = []
+    for e in entries:
+        for c in e.when:
+            held = _holds(c, call, chip, cann, op or e.ops[0], db)
+            if held:
+                met.append(c.text())
+            elif held is None:
+                open_.append(c.text())
+    outcome = "cpu-path" if met else "conditional" if open_ else None
+    return Verdict(outcome, tuple(dict.fromkeys(met)), tuple(dict.fromkeys(open_)), tuple(entries))
+
+
+def cann_key(version: str) -> tuple[int, int, int, int]:
+    """'8.2.RC1' < '8.3.RC1' < '8.3.0' < '8.5.0'; NpuportError for anything else."""
+    m = re.match(r"^(\d+)\.(\d+)\.(?:RC(\d+)|(\d+))(?:\.\w+)?$", version.strip())
+    if m is None:
+        raise NpuportError("not a CANN version", "e.g. 8.3.RC1 or 8.5.0", version)
+    return (int(m[1]), int(m[2]), 0 if m[3] else 1, int(m[3] or m[4]))
+
+
+def _holds(c: Condition, call: CallLike | None, chip: str | None, cann: str | None, op: str, db: ConditionDB) -> bool | None:
+    if c.kind == "always":
+        return True
+    if c.kind in ("chip_in", "chip_not_in"):
+        family = db.chips.get(chip) if chip else None
+        if family is None:
+            return None
+        return (family in c.value) == (c.kind == "chip_in")
+    if c.kind == "cann_below":
+        return None if cann is None else cann_key(cann) < cann_key(str(c.value))
+    if c.kind == "acl_op_path" or call is None:
+        return None
+    bound = bind_args(op, call)
+    if bound is None or c.arg not in bound:
+        return None
+    return _arg_test(c, bound[c.arg], bound)
+
+
+def _arg_test(c: Condition, value: Any, bound: Mapping[str, Any]) -> bool | None:
+    if c.kind == "not_equal":
+        return value is None or value != c.value
+    if c.kind == "non_integral":
+        return _non_integral(value)
+    if c.kind == "not_last_dim_of":
+        ref = bound.get(str(c.value))
+        if value is None:
+            return False
+        if not isinstance(ref, TensorMeta) or not isinstance(value, int):
+            return None
+        return value not in (-1, len(ref.shape) - 1)
+    if not isinstance(value, TensorMeta):
+        return None
+    if c.kind == "rank_not":
+        return len(value.shape) != c.value
+    if c.kind == "dtype_in":
+        return value.dtype in c.value
+    if c.kind == "downscale_above":
+        return _downscale_above(value, bound, float(c.value))
+    return None
+
+
+def _non_integral(value: Any) -> bool | None:
+    """op-plugin's correction_fits_aclnn_int64, inverted: None, bool and int fit; a float fits when finite, whole and
+    inside int64."""
+    if value is None or isinstance(value, (bool, int)):
+        return False
+    if isinstance(value, float):
+        return not math.isfinite(value) or value != math.trunc(value) or not -_INT64 <= value <= _INT64
+    return True  # a complex scalar is neither integral nor floating: the kernel takes the CPU path
+
+
+def _downscale_above(t: TensorMeta, bound: Mapping[str, Any], limit: float) -> bool | None:
+    """op-plugin's compute_scale per H and W: 1/scale when a positive scale is given, else input/output size."""
+    out = bound.get("output_size")
+    if len(t.shape) != 4 or not isinstance(out, (list, tuple)) or len(out) != 2:
+        return None
+    for size, target, scale in zip(t.shape[2:], out, (bound.get("scales_h"), bound.get("scales_w"))):
+        real = 1.0 / scale if scale is not None and scale > 0 else (size / target if target else 0.0)
+        if real > limit:
+            return True
+    return False
+
+
+def bind_args(op: str, call: CallLike) -> dict[str, Any] | None:
+    """The call's arguments by schema name, tensors as their TensorMeta, defaults filled in; None when the traced
+    torch has no such overload."""
+    names = _schema(op)
+    if names is None:
+        return None
+    bound: dict[str, Any] = {}
+    for (name, _), value in zip(names, call.args):
+        bound[name] = value
+    bound.update(call.kwargs)
+    for name, default in names:
+        bound.setdefault(name, default)
+    return {k: (call.inputs[v.index] if isinstance(v, TensorRef) and v.index < len(call.inputs) else v)
+            for k, v in bound.items()}
+
+
+@functools.lru_cache(maxsize=256)
+def _schema(op: str) -> tuple[tuple[str, Any], ...] | None:
+    import torch  # noqa: PLC0415 - only when a condition reads an argument: `coverage` commands start without torch
+
+    ns, _, rest = op.partition("::")
+    name, _, overload = rest.partition(".")
+    try:
+        packet = getattr(getattr(torch.ops, ns), name)
+        schema = getattr(packet, overload or "default")._schema
+    except (AttributeError, RuntimeError):
+        return None
+    return tuple((a.name, a.default_value if a.has_default_value() else None) for a in schema.arguments)
