@@ -62,24 +62,29 @@ def save_artifact(out_dir: str | Path, manifest: dict[str, Any], cap: Capture, i
             _save(tmp, "weights.safetensors", weights, files)
         body = dict(manifest, schema=SCHEMA, capture_mode=cap.mode, entries=_entries_json(cap),
                     calls=cap.calls, files=files, complete=True)
-        text = json.dumps(body, indent=1, allow_nan=False)
-        with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp / MANIFEST, 0o644)
-        os.chmod(tmp, 0o755)
-        old = None
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            os.replace(target, old)
-        os.replace(tmp, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        publish(tmp, target, body)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def publish(staging: Path, target: Path, manifest: dict[str, Any]) -> None:
+    """Write the manifest last (fsynced: its presence says the folder is complete), then move the staged folder
+    into place in one rename; a folder it replaces (checked by the caller) is removed only after."""
+    with open(staging / MANIFEST, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(manifest, indent=1, allow_nan=False))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(staging / MANIFEST, 0o644)
+    os.chmod(staging, 0o755)
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, old)
+    os.replace(staging, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _entries_json(cap: Capture) -> list[dict[str, Any]]:

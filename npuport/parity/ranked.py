@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import os
 import re
 import shutil
 from collections.abc import Callable
@@ -27,7 +26,7 @@ import torch
 
 import npuport
 from npuport.errors import NpuportError
-from npuport.parity.artifact import MANIFEST, RANKS_SCHEMA, SCHEMA, Artifact, check_writable, load_artifact
+from npuport.parity.artifact import MANIFEST, RANKS_SCHEMA, SCHEMA, Artifact, check_writable, load_artifact, publish
 from npuport.parity.entries import Capture
 from npuport.parity.gather import Gathered, gather
 from npuport.parity.procgroup import RankInfo
@@ -100,21 +99,9 @@ def _finish(staging: Path, target: Path, pg: RankInfo, force: bool) -> None:
             "device": m0["device"]["spec"], "mesh": m0["distributed"].get("mesh"), "meshes": _meshes(manifests),
             "layout": {"sha256": _layout_hash(manifests), "sharded_entries": sum(1 for e in m0["entries"] if "dist" in e)},
             "parts": parts}
-    with open(staging / MANIFEST, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(body, indent=1, allow_nan=False))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.chmod(staging / MANIFEST, 0o644)
-    os.chmod(staging, 0o755)
-    old = None
-    if target.exists():
-        if not force:
-            raise NpuportError(f"{target} already exists", "a new directory, or --force to replace it", str(target))
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, old)
-    os.replace(staging, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    if target.exists() and not force:
+        raise NpuportError(f"{target} already exists", "a new directory, or --force to replace it", str(target))
+    publish(staging, target, body)
 
 
 def _meshes(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
