@@ -57,3 +57,9 @@ def test_op_routes_use_coverage():
     fb = score_op("aten::isin.Tensor_Tensor_out", "cpu-fallback", weights())
     assert fb["recommended"] != "cann_aclnn"
     assert any(c["route"] == "catlass" for c in score_op("aten::mm", "native", weights())["candidates"])
+    # a kernel that computes on the host under a condition the trace shows (cpu-path) is no library route; one whose
+    # host path depends on what the trace cannot decide (conditional) counts half, as a composite does
+    def lib_cov(status: str) -> float:
+        r = score_op("aten::logit", status, weights())
+        return next(c for c in r["candidates"] if c["route"] == "cann_aclnn")["dimensions"]["coverage"]["score"]
+    assert (lib_cov("cpu-path"), lib_cov("conditional"), lib_cov("composite"), lib_cov("native")) == (0.0, 5.0, 5.0, 10.0)

@@ -86,7 +86,9 @@ def score_op(op: str, coverage_status: str | None, w: Mapping[str, float]) -> di
         if r.id == "eager":
             continue  # for a single op eager *is* the library op; scored as cann_aclnn
         if r.id == "cann_aclnn":
-            cov = 10.0 if native else (5.0 if coverage_status == "composite" else 0.0)
+            # composite: runs as other NPU ops; conditional: the kernel computes on the host only under a condition
+            # the trace cannot decide (a CANN version, the acl_op path); cpu-path / cpu-fallback: on the host
+            cov = 10.0 if native else (5.0 if coverage_status in ("composite", "conditional") else 0.0)
             cov_why = f"torch_npu coverage: {coverage_status or 'not checked'}"
         else:
             cov, cov_why = 8.0, "a custom kernel can cover every shape the model records (judgement)"
