@@ -130,6 +130,45 @@ def attention(dev: str, chip: Any) -> list[dict[str, Any]]:
         fn = rotating(lambda h=h, s=s, d=d: (rnd((1, h, 1, d), dt, dev), rnd((1, h, s, d), dt, dev), rnd((1, h, s, d), dt, dev)),
                       F.scaled_dot_product_attention, nb)
         out.append(row("attention", f"sdpa decode 1x{h}x1x{d} over {s}", device_time(fn, dev), 4.0 * h * s * d, nb, chip, True, "bfloat16"))
+    if dev != "cpu":
+        out += attention_backward(dev, chip)
+    return out
+
+
+def attention_backward(dev: str, chip: Any) -> list[dict[str, Any]]:
+    """The causal attention backward, its own kernels (dQ, dK, dV from a recomputed score matrix): timed eagerly as
+    autograd runs it, its CUPTI kernel time per call the number fit (a backward is not captured in a graph here).
+    FLOPs as the audit counts them: 2.5x the forward; bytes: q, k, v, out, grad out read, three gradients written."""
+    out = []
+    dt = torch.bfloat16
+    for (h, s, d) in ((32, 2048, 128), (16, 2048, 128), (32, 512, 128), (16, 4096, 128)):
+        q, k, v = (rnd((1, h, s, d), dt, dev).requires_grad_() for _ in range(3))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        go = torch.randn_like(o)
+
+        def bwd(o: torch.Tensor = o, go: torch.Tensor = go, q: torch.Tensor = q, k: torch.Tensor = k,
+                v: torch.Tensor = v) -> Any:
+            return torch.autograd.grad(o, (q, k, v), go, retain_graph=True)
+
+        for _ in range(3):
+            bwd()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(10):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            bwd()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                bwd()
+            torch.cuda.synchronize()
+        kern = sum(e.device_time_total for e in prof.key_averages() if e.device_time_total) * 1e-6
+        LAST["kernel_s"] = kern / 3 if kern else None
+        out.append(row("attention", f"sdpa causal backward 1x{h}x{s}x{d}", statistics.median(times),
+                       2.5 * 4.0 * h * s * s * d / 2, 2.0 * 8 * h * s * d, chip, True, "bfloat16"))
     return out
 
 
@@ -200,15 +239,28 @@ def moe(dev: str, chip: Any) -> list[dict[str, Any]]:
     out = []
     bf = torch.bfloat16
     grouped = getattr(torch, "_grouped_mm", None)
-    for (g, k, n, m) in ((64, 2048, 1024, 16384), (64, 1024, 2048, 16384), (64, 2048, 1024, 8), (8, 4096, 14336, 4096),
-                         (8, 4096, 14336, 2), (128, 4096, 1536, 32768)):
+    gen = torch.Generator().manual_seed(0)
+    for (g, k, n, m, top) in ((64, 2048, 1024, 16384, 8), (64, 2048, 2048, 16384, 8), (64, 1024, 2048, 16384, 8),
+                              (64, 2048, 1024, 8, 8), (8, 4096, 14336, 4096, 2), (8, 4096, 14336, 2, 2),
+                              (128, 4096, 1536, 32768, 8)):
         if grouped is None or dev == "cpu":
             break
-        # group ends: every row in its own group while there are fewer rows than experts (a decode token's top-k)
-        ends = [min(i + 1, m) for i in range(g)] if m < g else [round(m * (i + 1) / g) for i in range(g)]
-        offs = torch.tensor(ends, dtype=torch.int32, device=dev)
-        active = min(g, m)  # experts that get a row: the only weights read (rows spread evenly over the experts)
+        active = min(g, m)  # experts that get a row: the only weights read
         nb = 2.0 * (m * k + active * k * n + m * n)
+        if m < g:
+            # a decode token's top-k: every row in its own group
+            offs = torch.tensor([min(i + 1, m) for i in range(g)], dtype=torch.int32, device=dev)
+        else:
+            # rows as a router spreads them: each of m / top tokens picks `top` distinct experts at random (what a
+            # random-initialised router does, and roughly a trained one kept balanced), so the groups' sizes vary
+            # around m / g and the kernel pays for its partly filled tiles; rows split evenly are timed for reference
+            even = torch.tensor([round(m * (i + 1) / g) for i in range(g)], dtype=torch.int32, device=dev)
+            fn = rotating(lambda g=g, k=k, n=n, m=m: (rnd((m, k), bf, dev), rnd((g, k, n), bf, dev)),
+                          lambda a, b, offs=even: grouped(a, b, offs=offs), nb)
+            out.append(row("grouped_matmul", f"grouped_mm {m}x{k} @ {g}x{k}x{n} (rows even)", device_time(fn, dev),
+                           2.0 * m * k * n, nb, chip, True, "bfloat16"))
+            picks = torch.rand((m // top, g), generator=gen).topk(top, dim=-1).indices.flatten()
+            offs = torch.bincount(picks, minlength=g).cumsum(0).to(torch.int32).to(dev)
         fn = rotating(lambda g=g, k=k, n=n, m=m: (rnd((m, k), bf, dev), rnd((g, k, n), bf, dev)),
                       lambda a, b, offs=offs: grouped(a, b, offs=offs), nb)
         out.append(row("grouped_matmul", f"grouped_mm {m}x{k} @ {g}x{k}x{n}", device_time(fn, dev), 2.0 * m * k * n, nb,
@@ -252,6 +304,14 @@ def moe(dev: str, chip: Any) -> list[dict[str, Any]]:
                        lambda x, i, v: torch.index_put(x, (i,), v, accumulate=True), nb3)
         out.append(row("scatter", f"index_put accumulate {picks} rows into {rows_}x{hid}", device_time(fn3, dev),
                        picks * hid, nb3, chip, False, "bfloat16"))
+    # the backward of a permutation (an MoE's tokens sorted by expert and back): as many indices as rows, none
+    # repeated, so nothing accumulates serially as it does where many indices hit one row
+    for (rows_, hid) in ((16384, 2048), (2048, 4096), (32768, 4096), (8, 2048)):
+        nb3 = 2.0 * (3 * rows_ * hid) + 8.0 * rows_
+        fn3 = rotating(lambda r=rows_, h=hid: (rnd((r, h), bf, dev), torch.randperm(r, device=dev), rnd((r, h), bf, dev)),
+                       lambda x, i, v: torch.index_put(x, (i,), v, accumulate=True), nb3)
+        out.append(row("scatter", f"index_put accumulate {rows_} rows into {rows_}x{hid} (a permutation)",
+                       device_time(fn3, dev), rows_ * hid, nb3, chip, False, "bfloat16"))
     for n in (8, 2048, 16384, 1 << 20):
         nb4 = 4.0 * 3 * n + 8.0 * n
         fn4 = rotating(lambda n=n: (rnd((n,), torch.float32, dev), torch.randperm(n, device=dev), rnd((n,), torch.float32, dev)),

@@ -6,6 +6,7 @@ Pure functions over `Trace` records; nothing here touches a tensor.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -130,7 +131,14 @@ def _class(c: ReportedCall, model: TimingModel) -> str:
     base = base_name(c.op)
     cls = op_class(base, c.kind)
     acc = c.kwargs.get("accumulate", c.args[3] if len(c.args) > 3 else False) if base in INDEXED_STORES else None
-    return op_variant(base, cls, tuple(len(t.shape) for t in c.inputs), bool(acc) if acc is not None else None, model)
+    # an indexed store's indices (its second input) against the rows of the tensor stored into: with more indices
+    # than rows some row is certainly hit twice; with as many or fewer they are taken as distinct (an MoE's
+    # permutation of its tokens), which a trace of shapes cannot prove
+    repeats = (len(c.inputs) >= 3 and bool(c.inputs[0].shape)
+               and math.prod(c.inputs[1].shape) > c.inputs[0].shape[0]) if acc else True
+    backward = c.phase == "backward" or base.endswith(("_backward", "_grad"))
+    return op_variant(base, cls, tuple(len(t.shape) for t in c.inputs), bool(acc) if acc is not None else None, model,
+                      backward=backward, repeats=repeats)
 
 
 def _layout(c: ReportedCall) -> tuple[bool, bool, bool]:

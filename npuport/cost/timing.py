@@ -199,15 +199,21 @@ def _timing(name: str, family: str) -> TimingModel:
 INDEXED_STORES = frozenset({"index_put", "index_put_", "_index_put_impl", "_index_put_impl_"})
 
 
-def op_variant(base: str, cls: str, input_ranks: tuple[int, ...], accumulate: bool | None, model: TimingModel) -> str:
+def op_variant(base: str, cls: str, input_ranks: tuple[int, ...], accumulate: bool | None, model: TimingModel,
+               backward: bool = False, repeats: bool = True) -> str:
     """The class variant timing.yaml times an op's kernel with, where the chip's model has it: a grouped GEMM grouped
-    along K (a weight gradient, 2-D x 2-D) runs another kernel than the forward's; an indexed store with
-    accumulate sorts its indices first, one without is a plain store (scripts/calibrate_timing.py measures both)."""
+    along K (a weight gradient, 2-D x 2-D) runs another kernel than the forward's; attention's backward (dQ, dK, dV
+    from a recomputed score matrix) other kernels than its forward; an indexed store with accumulate sorts its
+    indices first, and where there are more indices than rows (`repeats`: some row is hit several times) it adds the
+    repeats serially; one without accumulate is a plain store (scripts/calibrate_timing.py measures each)."""
     want = None
     if cls == "grouped_matmul" and input_ranks[:2] == (2, 2):
         want = "grouped_matmul_wgrad"
+    elif cls == "attention" and backward:
+        want = "attention_backward"
     elif base in INDEXED_STORES and accumulate is not None:
-        want = "scatter_accumulate" if accumulate else "scatter_store"
+        want = ("scatter_store" if not accumulate else "scatter_accumulate" if repeats
+                else "scatter_accumulate_unique")
     return want if want is not None and want in model.classes else cls
 
 
@@ -220,7 +226,7 @@ def call_device_s(model: TimingModel, chip: ChipProfile, cls: str, flops: float,
         return 0.0
     if strided and cls in strided_classes():
         cls = next((c for c in (f"strided_{cls}", "strided") if c in model.classes), cls)
-    elif broadcast and cls == "elementwise":
+    elif broadcast and cls in ("elementwise", "copy"):  # a copy from an expanded source is the same kernel
         half = dtype in ("bfloat16", "float16") and "broadcast_half" in model.classes
         cls = "broadcast_half" if half else "broadcast" if "broadcast" in model.classes else cls
     elif widening and cls == "cast" and "cast_widen" in model.classes:

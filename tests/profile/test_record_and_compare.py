@@ -297,3 +297,34 @@ def test_layout_variants_of_the_timing_classes() -> None:
     # a chip model without the variant keeps the class
     npu = timing_for(get_chip("Ascend910B"))
     assert op_variant("_grouped_mm", "grouped_matmul", (2, 2, 1), None, npu) == "grouped_matmul"
+
+
+def test_backward_attention_unique_indices_and_expanded_copies_take_their_measured_rates() -> None:
+    from npuport.cost.inventory import ReportedCall, _class
+    from npuport.cost.op_costs import CallCost
+    from npuport.cost.timing import call_device_s, op_variant
+    from npuport.trace.records import TensorMeta
+
+    chip = get_chip("H200")
+    tm = timing_for(chip)
+    # attention's backward runs other kernels than its forward (the calibration times both)
+    assert op_variant("scaled_dot_product_attention", "attention", (4, 4, 4), None, tm, backward=True) == "attention_backward"
+    assert op_variant("scaled_dot_product_attention", "attention", (4, 4, 4), None, tm) == "attention"
+    assert op_variant("npu_fusion_attention", "attention", (4, 4, 4), None, timing_for(get_chip("Ascend910B")),
+                      backward=True) == "attention"  # no NPU figure for the backward: the class stays
+
+    def store(rows: int, picks: int) -> ReportedCall:
+        ins = (TensorMeta(1, (rows, 2048), "bfloat16"), TensorMeta(2, (picks,), "int64"),
+               TensorMeta(3, (picks, 2048), "bfloat16"))
+        return ReportedCall("aten::index_put", "compute", "backward", "", "", None, None, ins, ins[:1],
+                            CallCost(0.0, 0, False, "bfloat16"), 0, args=(), kwargs={"accumulate": True})
+
+    # more indices than rows: some row is hit twice and its adds run serially; as many: an MoE's token permutation
+    assert _class(store(2048, 16384), tm) == "scatter_accumulate"
+    assert _class(store(16384, 16384), tm) == "scatter_accumulate_unique"
+    assert tm.rates("scatter_accumulate_unique").memory > tm.rates("scatter_accumulate").memory
+    # a copy from an expanded (stride-0) source runs at the broadcast rates, slower than a dense copy
+    nb = 2.0 * (2048 * 2048 + 2048 * 8 * 2048)
+    dense = call_device_s(tm, chip, "copy", 0.0, nb, "bfloat16", False)
+    expanded = call_device_s(tm, chip, "copy", 0.0, nb, "bfloat16", False, broadcast=True)
+    assert expanded > 2 * dense
