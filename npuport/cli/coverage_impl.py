@@ -16,6 +16,7 @@ import click
 from npuport.api import coverage_diff, coverage_list, coverage_show
 from npuport.cli.common import emit, handle_errors, pick_format, say
 from npuport.cli.coverage import FORMATS
+from npuport.coverage import host_paths
 from npuport.coverage.database import aliases, check_known, load, releases, resolve_version, view_answer, view_kind
 from npuport.coverage.names import normalize_op
 
@@ -73,7 +74,19 @@ def show(op: str, version: str | None, **kw: Any) -> None:
                      f"{r.risk or ''}{tail}".rstrip())
     picked = next(r for r in rows if r.version == chosen)
     lines.append(f"\n{chosen}: {picked.detail}")
-    _out("\n".join(lines) + "\n", [_as_dict(r) for r in rows], kw)
+    # the kernel's recorded host paths on the release asked for (an alias has its own kernels: read, carried or none)
+    release = (resolve_version(version).release if version is not None else None) or chosen
+    for h in host_paths(name, release):
+        lines.append(f"{release}: the kernel computes on the host CPU when {h.condition} ({h.outcome}; {h.evidence})")
+    _out("\n".join(lines) + "\n", [{**_as_dict(r), "host_paths": _host_paths(name, r)} for r in rows], kw)
+
+
+def _host_paths(op: str, r: Any) -> list[dict[str, Any]]:
+    """A row's recorded host paths (conditions.yaml), not evaluated: `coverage show` takes no call or chip."""
+    if r.status != "native":
+        return []
+    return [{"id": h.id, "outcome": h.outcome, "condition": h.condition, "sources": list(h.sources),
+             "inferred_from": h.inferred_from, "evidence": h.evidence} for h in host_paths(op, r.version)]
 
 
 @handle_errors

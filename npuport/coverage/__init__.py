@@ -6,6 +6,7 @@ scripts/sync_torch_npu_coverage.py (schema and decision rules: docs/coverage.md)
     available_versions() / default_version()
     resolve(op, version=None, *, children=None, call=None, chip=None, cann=None) -> Resolution
     resolve_calls(op, version, calls, *, chip=None, cann=None) -> CallsResolution;  has_conditions(op, version=None)
+    host_paths(op, version=None) -> tuple[HostPath, ...]: the recorded host paths of a kernel, read or carried
     load_conditions() / conditions_for(op, version): conditional host paths (mappings/coverage/conditions.yaml)
     resolve_composite_children(op, children, version=None) -> Resolution
     native_composites(version=None) -> frozenset[str]
@@ -25,10 +26,12 @@ from npuport.coverage.resolve import (
     LEAVES_NPU,
     STATUSES,
     CallsResolution,
+    HostPath,
     Resolution,
     custom_op_schema,
     earliest_without_fallback,
     has_conditions,
+    host_paths,
     native_composites,
     resolve,
     resolve_all,
@@ -38,8 +41,8 @@ from npuport.coverage.resolve import (
 
 __all__ = [
     "ACL_ONLY_RISK", "FALLBACK_ERROR_ENV", "LEAVES_NPU", "STATUSES", "CallsResolution", "ConditionEntry", "CoverageDB",
-    "Resolution", "Verdict", "available_versions", "cann_key", "conditions_for", "custom_op_schema", "default_version",
-    "earliest_without_fallback", "fallback_cost_s", "first_release_with_switch", "has_conditions", "link_rate", "load",
-    "load_conditions", "native_composites", "normalize_op", "resolve", "resolve_all", "resolve_calls",
-    "resolve_composite_children",
+    "HostPath", "Resolution", "Verdict", "available_versions", "cann_key", "conditions_for", "custom_op_schema",
+    "default_version", "earliest_without_fallback", "fallback_cost_s", "first_release_with_switch", "has_conditions",
+    "host_paths", "link_rate", "load", "load_conditions", "native_composites", "normalize_op", "resolve", "resolve_all",
+    "resolve_calls", "resolve_composite_children",
 ]

@@ -4,6 +4,10 @@ A registered kernel is `native` to the coverage tables, yet some compute on the 
 the 910B-class chips (logit), for some arguments (_masked_softmax unless 4-D, dim=-1, mask_type=2) or dtypes
 (adaptive_max_pool3d in float64), or under facts a trace does not hold (the CANN version; whether torch_npu picks the
 acl_op kernel). Each condition evaluates to True, False or None (cannot tell) on one recorded call and target chip.
+
+A release whose op-plugin source nobody could read (`carried:` in the file) takes the conditions of an earlier-built
+release whose source was read, for the ops it registers the same way; those are marked inferred, not verified, in
+every text npuport prints about them.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
+from npuport.coverage.database import Release, load, resolve_version
 from npuport.errors import MappingError, NpuportError
 from npuport.mappings import load_checked, mappings_dir
 from npuport.trace.records import TensorMeta, TensorRef
@@ -71,9 +76,32 @@ class ConditionEntry:
     releases: Mapping[str, tuple[str, ...]]  # release -> sources "path:lines@commit"
     aclnn: str | None = None
     note: str | None = None
+    # release whose source was not read -> the read release (in `releases`) its conditions are carried from
+    carried: Mapping[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
         return " or ".join(c.text() for c in self.when)
+
+    def read_at(self, version: str) -> str | None:
+        """The release whose source the conditions rest on for `version`: itself, the one it is carried from, or None."""
+        return version if version in self.releases else self.carried.get(version)
+
+    def sources_for(self, version: str) -> tuple[str, ...]:
+        read = self.read_at(version)
+        return self.releases[read] if read else ()
+
+    def inferred(self, version: str | None) -> str | None:
+        """For a release whose source nobody read, what the evidence is; None where the source was read."""
+        if version is None or version in self.releases or version not in self.carried:
+            return None
+        ref = self.carried[version]
+        return carried_note(ref, self.releases[ref])
+
+
+def carried_note(ref: str, sources: Iterable[str]) -> str:
+    """What npuport says of a condition it carries to a release whose source nobody read."""
+    return (f"inferred, not verified: source at this release's commit not read; condition carried from {ref} "
+            f"(read at {', '.join(sources)})")
 
 
 @dataclass(frozen=True)
@@ -82,9 +110,39 @@ class ConditionDB:
     families: Mapping[str, tuple[str, ...]]
     chips: Mapping[str, str]  # npuport chip profile -> SoC family
     entries: tuple[ConditionEntry, ...]
+    carried: Mapping[str, str] = field(default_factory=dict)  # unread release -> the read release it is carried from
 
     def for_op(self, op: str, version: str) -> tuple[ConditionEntry, ...]:
-        return tuple(e for e in self.entries if op in e.ops and version in e.releases)
+        """The entries of op's kernel on `version`: read at its commit, or carried from `carried[version]` when op is
+        still registered there as it is on that release (the same op_api / acl_op paths)."""
+        read = tuple(e for e in self.entries if op in e.ops and version in e.releases)
+        if read or version not in self.carried:
+            return read
+        carried = tuple(e for e in self.entries if op in e.ops and version in e.carried)
+        return carried if carried and registered_alike(op, version, self.carried[version]) else ()
+
+
+def registered_alike(op: str, version: str, ref: str) -> bool:
+    """Whether the coverage data of published release `version` registers op with the paths it has on `ref`."""
+    try:
+        if resolve_version(version).release is None or resolve_version(ref).release is None:
+            return False  # a version with no data of its own stands for another release's: nothing to compare
+        paths = load(version).native.get(op)
+        return paths is not None and paths == load(ref).native.get(op)
+    except NpuportError:
+        return False
+
+
+def carry_source(version: str, read: Iterable[str], known: Mapping[str, Release]) -> str | None:
+    """The release an unread `version` takes its conditions from: of the releases whose source was read (`read`),
+    the nearest one built before it (coverage/releases.yaml `built`) with the same paired torch, else with any."""
+    me = known.get(version)
+    if me is None or not me.built:
+        return None
+    earlier = [v for v in read if v in known and known[v].built and str(known[v].built) < str(me.built)]
+    same = [v for v in earlier if known[v].torch == me.torch]
+    pool = same or earlier
+    return max(pool, key=lambda v: str(known[v].built)) if pool else None
 
 
 @dataclass(frozen=True)
@@ -95,17 +153,33 @@ class Verdict:
     met: tuple[str, ...] = ()  # conditions that hold (the CPU path is taken)
     open: tuple[str, ...] = ()  # conditions npuport could not decide
     entries: tuple[ConditionEntry, ...] = field(default=())
+    version: str | None = None  # the release evaluated (its carried entries' texts say so)
 
     @property
     def condition(self) -> str:
-        return "; ".join(self.met or self.open or tuple(e.text() for e in self.entries))
+        """The conditions that hold (else those left open, else all), with the carried note where there is one."""
+        text = "; ".join(self.met or self.open or tuple(e.text() for e in self.entries))
+        return text + (f" [{self.note}]" if self.note else "")
+
+    @property
+    def inferred_from(self) -> str | None:
+        """The read release the conditions were carried from, when this release's source was not read."""
+        return next((e.carried[self.version] for e in self.entries if e.inferred(self.version)), None)
+
+    @property
+    def note(self) -> str | None:
+        """For a release whose source was not read: inferred, not verified, carried from which release's lines."""
+        ref = self.inferred_from
+        if ref is None:
+            return None
+        return carried_note(ref, dict.fromkeys(s for e in self.entries if e.inferred(self.version) for s in e.releases[ref]))
 
 
 def load_conditions() -> ConditionDB:
     """The checked-in conditions (an empty database where mappings/ has no conditions.yaml: test fixtures)."""
     path = mappings_dir() / FILE
     if not path.is_file():
-        return ConditionDB({}, {}, {}, ())
+        return ConditionDB({}, {}, {}, (), {})
     return _load(str(path), path.stat().st_mtime_ns)
 
 
@@ -119,13 +193,22 @@ def _load(path: str, mtime_ns: int) -> ConditionDB:
         if spec["family"] not in families:
             raise MappingError(FILE, f"chips.{chip}", "family", f"{spec['family']!r} is not under soc_families")
         chips[str(chip)] = spec["family"]
+    carried: dict[str, str] = {}
+    for version, spec in (doc.get("carried") or {}).items():
+        version, ref = str(version), str(spec["inferred_from"])
+        if version in builds:
+            raise MappingError(FILE, f"carried.{version}", "inferred_from", "its source was read: it is under builds")
+        if ref not in builds:
+            raise MappingError(FILE, f"carried.{version}", "inferred_from", f"{ref!r} is not under builds")
+        carried[version] = ref
     entries, seen = [], set()
     for raw in doc["entries"]:
         if raw["id"] in seen:
             raise MappingError(FILE, raw["id"], "id", "listed twice")
         seen.add(raw["id"])
-        entries.append(_entry(raw, builds, families))
-    return ConditionDB(builds, families, chips, tuple(entries))
+        entry = _entry(raw, builds, families)
+        entries.append(replace(entry, carried={v: ref for v, ref in carried.items() if ref in entry.releases}))
+    return ConditionDB(builds, families, chips, tuple(entries), carried)
 
 
 def _entry(raw: Mapping[str, Any], builds: Mapping[str, Mapping[str, str]], families: Mapping[str, Any]) -> ConditionEntry:
@@ -159,9 +242,10 @@ def conditions_for(op: str, version: str) -> tuple[ConditionEntry, ...]:
 
 
 def evaluate(entries: Sequence[ConditionEntry], call: CallLike | None = None, chip: str | None = None,
-             cann: str | None = None, op: str | None = None) -> Verdict:
+             cann: str | None = None, op: str | None = None, version: str | None = None) -> Verdict:
     """Fold the entries of one op over one call: cpu-path if a condition holds, conditional if one cannot be decided
-    (no call, a chip npuport cannot place, an unknown CANN version, the acl_op choice), else None (the NPU path)."""
+    (no call, a chip npuport cannot place, an unknown CANN version, the acl_op choice), else None (the NPU path).
+    version: the release the entries were looked up for (Verdict.condition then says whether they were carried)."""
     db = load_conditions()
     met: list[str] = []
     open_: list[str] = []
@@ -173,7 +257,7 @@ def evaluate(entries: Sequence[ConditionEntry], call: CallLike | None = None, ch
             elif held is None:
                 open_.append(c.text())
     outcome = "cpu-path" if met else "conditional" if open_ else None
-    return Verdict(outcome, tuple(dict.fromkeys(met)), tuple(dict.fromkeys(open_)), tuple(entries))
+    return Verdict(outcome, tuple(dict.fromkeys(met)), tuple(dict.fromkeys(open_)), tuple(entries), version)
 
 
 def cann_key(version: str) -> tuple[int, int, int, int]:

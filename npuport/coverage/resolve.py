@@ -15,7 +15,9 @@ environment: PrivateUse1 -> native, a composite kernel -> composite, CPU only ->
 A native aten overload whose kernel (or whose structured out= variant's kernel) has a recorded condition is then
 checked against the call, the target chip and the CANN version when the caller gives any of them: a condition that
 holds -> cpu-path (the kernel copies to the host and back itself), one npuport cannot decide -> conditional, none ->
-native. Without a call, chip or CANN version the status is the registration's, as before.
+native. Without a call, chip or CANN version the status is the registration's, as before. A release whose op-plugin
+source nobody read takes the conditions of the release conditions.yaml carries them from (`carried:`); its condition,
+detail and `inferred_from` say so: inferred, not verified.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 from npuport.coverage.conditions import CallLike, ConditionEntry, Verdict, conditions_for, evaluate
-from npuport.coverage.database import CoverageDB, earliest_by_build_date, load
+from npuport.coverage.database import CoverageDB, earliest_by_build_date, load, resolve_version
 from npuport.coverage.fallback import FALLBACK_ERROR_ENV, first_release_with_switch
 from npuport.coverage.names import namespace, normalize_op
 
@@ -46,6 +48,7 @@ class Resolution:
     children: tuple["Resolution", ...] = field(default=())  # the observed decomposition, when the caller gave it
     condition: str | None = None  # cpu-path / conditional: the condition that holds, or that npuport cannot decide
     sources: tuple[str, ...] = ()  # op-plugin path:lines@commit of the conditions checked
+    inferred_from: str | None = None  # this release's source was not read: the conditions are that release's
 
     @property
     def all_children_native(self) -> bool | None:
@@ -146,14 +149,18 @@ def resolve(op: str, version: str | None = None, *, children: Iterable[str] | No
         release = _release(version, db)
         entries = _entries(name, db, release)
         if entries:
-            result = _conditioned(result, evaluate(entries, call, chip, cann, name), db, release, chip)
+            result = _conditioned(result, evaluate(entries, call, chip, cann, name, release), db, release, chip)
     return result
 
 
 def _release(version: str | None, db: CoverageDB) -> str:
-    """The release whose kernels the conditions were read for: the one asked for, exactly as the conditions name it
-    (a release that only shares another's registration data has its own kernels, which nobody read)."""
-    return db.version if version is None else str(version).strip()
+    """The release whose kernels the conditions were read for: the one asked for, as the conditions name it ('2.14'
+    and '2.12.0post2' name 2.14.0 and 2.12.0.post2); a release that only shares another's registration data has its
+    own kernels (read, carried or unknown), and a version with no data of its own has none."""
+    if version is None:
+        return db.version
+    text = str(version).strip()
+    return resolve_version(text).release or text
 
 
 def _entries(op: str, db: CoverageDB, release: str) -> tuple[ConditionEntry, ...]:
@@ -171,8 +178,37 @@ def has_conditions(op: str, version: str | None = None) -> bool:
     return bool(_entries(normalize_op(op), db, _release(version, db)))
 
 
+@dataclass(frozen=True)
+class HostPath:
+    """One recorded conditional host path of a registered kernel on one release, not evaluated (`coverage show`)."""
+
+    id: str  # the conditions.yaml entry
+    outcome: str  # cpu-path | conditional
+    condition: str  # when the kernel computes on the host
+    sources: tuple[str, ...]  # op-plugin path:lines@commit the condition was read at
+    inferred_from: str | None  # set where this release's source was not read: the release it is carried from
+    evidence: str  # "read at <sources>", or the carried note: inferred, not verified
+
+
+def host_paths(op: str, version: str | None = None) -> tuple[HostPath, ...]:
+    """The conditional host paths recorded for op's kernel (or its out= kernel) on a release, whatever the call."""
+    name = normalize_op(op)
+    if resolve(name, version).status != "native":
+        return ()
+    db = load(version)
+    release = _release(version, db)
+    out = []
+    for e in _entries(name, db, release):
+        note = e.inferred(release)
+        sources = e.sources_for(release)
+        out.append(HostPath(e.id, e.outcome, e.text(), sources, e.carried[release] if note else None,
+                            note or f"read at {', '.join(sources)}"))
+    return tuple(out)
+
+
 def _conditioned(res: Resolution, verdict: Verdict, db: CoverageDB, release: str, chip: str | None) -> Resolution:
-    sources = tuple(dict.fromkeys(s for e in verdict.entries for s in e.releases[release]))
+    sources = tuple(dict.fromkeys(s for e in verdict.entries for s in e.sources_for(release)))
+    res = replace(res, inferred_from=verdict.inferred_from)
     aclnn = sorted({e.aclnn for e in verdict.entries if e.aclnn})
     also = f" (it also does when the CANN install lacks {', '.join(aclnn)})" if aclnn else ""
     where = f" on {chip}" if chip else ""
@@ -187,7 +223,7 @@ def _conditioned(res: Resolution, verdict: Verdict, db: CoverageDB, release: str
                        sources=sources,
                        detail=f"{res.detail}; the kernel computes on the host CPU when {verdict.condition}, which "
                               f"npuport cannot decide for this call{where}{also}")
-    text = " or ".join(e.text() for e in verdict.entries)
+    text = " or ".join(e.text() for e in verdict.entries) + (f" [{verdict.note}]" if verdict.note else "")
     return replace(res, sources=sources, detail=f"{res.detail}; the kernel's host path ({text}) is not taken{where}{also}")
 
 

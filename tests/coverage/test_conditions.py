@@ -16,6 +16,8 @@ import yaml
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from npuport import coverage, mappings
+from npuport.coverage.conditions import carry_source
+from npuport.coverage.database import releases
 from npuport.errors import MappingError, NpuportError
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import OpCall, TensorMeta, TensorRef
@@ -114,6 +116,9 @@ def conditions_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: A
     (lambda d: d["entries"][0]["when"].__setitem__(0, {"chip_below": ["Ascend910B"]}), "when"),  # schema
     (lambda d: d["chips"]["Ascend910A"].__setitem__("family", "Ascend9"), "family"),
     (lambda d: d["entries"].append(copy.deepcopy(d["entries"][0])), "id"),
+    (lambda d: d["carried"]["2.14.0"].__setitem__("inferred_from", "2.14.1"), "inferred_from"),  # not a read build
+    (lambda d: d["carried"].__setitem__("2.11.0", {"pytorch": "0" * 40, "inferred_from": "2.10.0"}), "inferred_from"),
+    (lambda d: d["carried"]["2.13.0"].__setitem__("pytorch", "c798c6532a0d"), "pytorch"),  # schema: a full sha
 ])
 def test_broken_conditions_name_entry_and_field(conditions_copy, mutate, field: str) -> None:  # noqa: ANN001
     conditions_copy(mutate)
@@ -125,6 +130,67 @@ def test_no_conditions_file_is_no_condition(write_db) -> None:  # noqa: ANN001
     write_db("1.0.0")
     assert coverage.load_conditions().entries == ()
     assert coverage.resolve("aten::mm", "1.0.0", chip="Ascend910A").status == "native"
+
+
+# --- releases whose source was not read: conditions carried from the nearest earlier-built read release ----------------
+
+def test_every_unread_release_is_carried_from_the_nearest_earlier_read_build() -> None:
+    """Each published release is under builds (its source read) or carried; carried ones name the release the rule
+    picks (built earlier, same paired torch where one was read) and the commit releases.yaml records for them."""
+    db = coverage.load_conditions()
+    known = releases()
+    doc = yaml.safe_load((SHIPPED / "coverage" / "conditions.yaml").read_text())
+    assert set(known) == set(db.builds) | set(db.carried) and not set(db.builds) & set(db.carried)
+    for version, ref in db.carried.items():
+        assert carry_source(version, db.builds, known) == ref, version
+        assert doc["carried"][version]["pytorch"] == known[version].git, version
+    assert db.carried["2.12.0.post2"] == "2.12.0" and db.carried["2.14.0"] == "2.13.0rc1"
+
+
+def test_default_release_carries_logit_with_a_plain_note() -> None:
+    default = coverage.default_version()
+    ref = coverage.load_conditions().carried[default]
+    res = coverage.resolve("aten::logit", None, chip="Ascend910A")
+    assert res.status == "cpu-path" and res.inferred_from == ref and "Ascend910B" in res.condition
+    note = f"source at this release's commit not read; condition carried from {ref} (read at op_plugin/ops/opapi/LogitKernel"
+    assert note in res.condition and "inferred, not verified" in res.detail
+    assert res.sources == coverage.resolve("aten::logit", ref, chip="Ascend910A").sources
+    assert all(s.endswith("@" + coverage.load_conditions().builds[ref]["op_plugin"][:12]) for s in res.sources)
+    assert coverage.resolve("aten::logit", default, chip="Ascend910B").status == "native"
+    assert "not read" in coverage.resolve("aten::logit", default, chip="Ascend910B").detail
+    assert status("aten::logit", default, chip="H200") == "conditional"
+    assert coverage.resolve("aten::logit").status == "native"  # no call, chip or CANN: the registration, as before
+    # an alias and a version string naming the same release
+    post2 = coverage.resolve("aten::logit", "2.12.0post2", chip="Ascend910A")
+    assert post2.status == "cpu-path" and post2.inferred_from == "2.12.0" and "carried from 2.12.0 (read at" in post2.condition
+    gcd = coverage.resolve("aten::gcd", default, chip="Ascend910B")  # a conditional entry, through gcd.out
+    assert gcd.status == "conditional" and "GcdKernelNpu.cpp" in gcd.sources[0] and "not read" in gcd.condition
+
+
+def test_host_paths_read_or_carried() -> None:
+    read = coverage.host_paths("aten::logit", "2.11.0")
+    assert [h.id for h in read] == ["logit-soc"] and read[0].inferred_from is None
+    assert read[0].evidence == "read at op_plugin/ops/opapi/LogitKernelNpuOpApi.cpp:11-61@8b9c8534fa41"
+    carried = coverage.host_paths("aten::logit", "2.13.0")
+    assert carried[0].inferred_from == "2.13.0rc1" and carried[0].evidence.startswith("inferred, not verified: source")
+    assert coverage.host_paths("aten::logit", "2.5.1") == ()  # not registered: the CPU fallback, no kernel
+
+
+def test_no_carried_condition_where_the_op_is_not_registered_alike(conditions_copy, tmp_path: Path) -> None:  # noqa: ANN001
+    """2.14.0 takes 2.13.0rc1's conditions only for ops its data registers as 2.13.0rc1's does."""
+    conditions_copy(lambda d: None)
+    data = tmp_path / "mappings" / "coverage" / "torch_npu-2.14.0.yaml"
+    text = data.read_text(encoding="utf-8")
+    text = text.replace("  aten::logit: [op_api]\n", "  aten::logit: [op_api, acl_op]\n")  # registered differently
+    text = text.replace("  aten::logit_backward: [op_api]\n", "")  # not registered
+    data.write_text(text, encoding="utf-8")
+    assert coverage.conditions_for("aten::logit", "2.14.0") == ()
+    assert coverage.conditions_for("aten::logit_backward", "2.14.0") == ()
+    assert [e.id for e in coverage.conditions_for("aten::logit.out", "2.14.0")] == ["logit-soc"]
+    plain = coverage.resolve("aten::logit", "2.14.0", chip="Ascend910A")
+    assert plain.status == "native" and plain.sources == () and plain.inferred_from is None
+    assert status("aten::logit_backward", "2.14.0", chip="Ascend910A") != "cpu-path"
+    assert status("aten::logit", "2.11.0", chip="Ascend910A") == "cpu-path"  # a read release is untouched
 
 
 # --- each condition: a call that meets it and one that does not ---------------------------------------------------------
@@ -139,6 +205,7 @@ def test_without_call_chip_or_cann_nothing_changes() -> None:
 def test_chip_condition_logit(op: str) -> None:
     off = coverage.resolve(op, "2.11.0", chip="Ascend910A")
     assert off.status == "cpu-path" and "Ascend910B" in off.condition
+    assert off.inferred_from is None and "not read" not in off.detail  # 2.11.0's own source was read
     assert off.sources and re.search(r"Logit(Backward)?Kernel(Npu)?OpApi\.cpp:", off.sources[0])
     assert status(op, "2.11.0", chip="Ascend310P") == "cpu-path"
     on = coverage.resolve(op, "2.11.0", chip="Ascend910B")
@@ -254,10 +321,10 @@ def test_fold_without_conditions_is_the_registration() -> None:
 
 # --- the audit -------------------------------------------------------------------------------------------------------
 
-def _audit(chip: str) -> dict[str, Any]:
+def _audit(chip: str, version: str = "2.11.0") -> dict[str, Any]:
     from npuport.api import audit_model
 
-    _, data = audit_model(model=str(FIX / "uses_logit.py"), torch_npu="2.11.0", chip=chip, scenarios=["prefill:seq=8"])
+    _, data = audit_model(model=str(FIX / "uses_logit.py"), torch_npu=version, chip=chip, scenarios=["prefill:seq=8"])
     return data
 
 
@@ -286,3 +353,13 @@ def test_audit_reports_native_on_910b_and_conditional_off_npu() -> None:
     assert cov["earliest_without_fallback"] in coverage.load_conditions().builds
     cuda = _audit("H200")["coverage"]
     assert [f["op"] for f in cuda["conditional"]] == ["aten::logit"]
+
+
+def test_audit_on_a_carried_release_says_the_condition_is_inferred() -> None:
+    default = coverage.default_version()
+    ref = coverage.load_conditions().carried[default]
+    cov = _audit("Ascend910A", default)["coverage"]
+    fb = {f["op"]: f for f in cov["cpu_fallback"]}["aten::logit"]
+    assert fb["status"] == "cpu-path" and f"condition carried from {ref} (read at" in fb["condition"]
+    assert "source at this release's commit not read" in fb["detail"]
+    assert fb["kernel_sources"][0].endswith("@" + coverage.load_conditions().builds[ref]["op_plugin"][:12])

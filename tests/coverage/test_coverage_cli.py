@@ -131,3 +131,19 @@ def test_checked_in_view_ops_through_the_cli():
         assert chosen["status"] == "view", (op, chosen)
     res = _run("show", "aten::no_such_op")
     assert res.exit_code == 2 and "nearest: " in res.stderr
+
+
+def test_show_prints_the_kernels_host_path_read_or_carried():
+    res = _run("show", "aten::logit")  # the default release: its source was not read
+    assert res.exit_code == 0, res.output
+    assert "2.14.0: the kernel computes on the host CPU when the chip is none of Ascend910B" in res.stdout
+    assert ("inferred, not verified: source at this release's commit not read; condition carried from 2.13.0rc1 "
+            "(read at op_plugin/ops/opapi/LogitKernelNpuOpApi.cpp:") in res.stdout
+    res = _run("show", "aten::logit", "--torch-npu", "2.11.0")
+    assert "(cpu-path; read at op_plugin/ops/opapi/LogitKernelNpuOpApi.cpp:11-61@8b9c8534fa41)" in res.stdout
+    assert "not read" not in res.stdout
+    assert "2.12.0.post2: the kernel computes" in _run("show", "aten::logit", "--torch-npu", "2.12.0.post2").stdout
+    rows = json.loads(_run("show", "aten::logit", "--format", "json").stdout)
+    by = {r["torch_npu"]: r for r in rows}
+    assert by["2.14.0"]["host_paths"][0]["inferred_from"] == "2.13.0rc1"
+    assert by["2.11.0"]["host_paths"][0]["inferred_from"] is None and by["2.5.1"]["host_paths"] == []
