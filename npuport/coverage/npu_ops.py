@@ -13,6 +13,7 @@ sys.modules['torch_npu'], torch.npu, Tensor.npu and Module.npu (added only when 
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import sys
 import threading
 import types
@@ -85,6 +86,10 @@ class _FakeTorchNpu(types.ModuleType):
     def __init__(self, version: str, device: types.ModuleType) -> None:
         super().__init__("torch_npu", "npuport stand-in for torch_npu (shapes only, no kernels)")
         self.__version__ = version
+        # a spec, so importlib.util.find_spec("torch_npu") answers instead of raising ValueError: libraries probe
+        # for torch_npu that way (transformers does on every config), and the stand-in stays for the process once
+        # a model file imports torch_npu; its device stand-in says no NPU is available
+        self.__spec__ = importlib.machinery.ModuleSpec("torch_npu", None, origin="npuport stand-in")
         self.npu = device
 
     def __getattr__(self, name: str) -> Any:

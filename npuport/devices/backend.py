@@ -18,9 +18,11 @@ STANDIN_ENV = "NPUPORT_NPU_STANDIN"
 
 
 def torch_npu_installed() -> bool:
+    if getattr(sys.modules.get("torch_npu"), "__npuport_fake__", False):  # the audit's stand-in, not an installation
+        return False
     try:
         return importlib.util.find_spec("torch_npu") is not None
-    except ValueError:  # a torch_npu in sys.modules without a spec: the audit's stand-in, not an installation
+    except ValueError:  # a torch_npu in sys.modules without a spec: someone else's stand-in
         return False
 
 

@@ -54,6 +54,17 @@ def main() -> None:
         with FakeTensorMode(allow_non_fake_inputs=True):
             seen["model_out"] = shape(model(torch.empty(2, 16, 64), torch.empty(1, 16, 1, 16), torch.empty(1, 16, 1, 16)))
         seen["npu_available"] = torch.npu.is_available()
+        # libraries probe with find_spec (transformers on every config): it answers instead of raising, and
+        # neither transformers nor npuport take the stand-in for an installation
+        import importlib.util
+
+        from transformers.utils import is_torch_npu_available
+
+        from npuport.devices.backend import torch_npu_installed, try_import_torch_npu
+
+        seen["find_spec"] = importlib.util.find_spec("torch_npu") is not None
+        seen["transformers_npu"] = is_torch_npu_available()
+        seen["installed"] = [torch_npu_installed(), try_import_torch_npu() is None]
         import torch_npu
 
         with fake_torch_npu() as inner:

@@ -31,6 +31,8 @@ def test_migrated_model_traces_on_fake_tensors(seen):
     assert seen["before"] is False
     assert seen["model_out"] == [2, 16, 64]  # rms_norm, rotary, fusion_attention, add_rms_norm, swiglu, .npu()
     assert seen["npu_available"] is False
+    assert seen["find_spec"] is True and seen["transformers_npu"] is False
+    assert seen["installed"] == [False, True]
 
 
 def test_shapes_of_known_ops(seen):
