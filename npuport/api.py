@@ -87,6 +87,7 @@ class AuditOptions:
     world_size: int | None = None  # trace one rank of this many under the fake process group (docs/scale-out.md)
     rank: int = 0
     parallel: str | None = None  # a standard layout: "tp=8,dp=4,zero=3" (ep=, pp= estimated)
+    reuse: bool = True  # record one of each set of identical decoder layers and copy its records (npuport.trace.reuse)
 
 
 def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
@@ -115,7 +116,8 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
         report = run_audit(target, parsed, chip, torch_npu=opts.torch_npu, progress=progress,
                            baseline_chip=opts.baseline_chip, route_preset=opts.route_preset,
                            route_weights=opts.route_weights, reproducibility=opts.reproducibility,
-                           suppress=list(opts.suppress), optimizer=opts.optimizer, master_weights=opts.master_weights)
+                           suppress=list(opts.suppress), optimizer=opts.optimizer, master_weights=opts.master_weights,
+                           reuse=opts.reuse)
     data = audit_to_json(report)
     if measured:
         names = [s["name"] for s in data["scenarios"]]
@@ -191,13 +193,13 @@ def audit_model(model: str | None = None, hf_config: str | None = None, entry: s
                 dtype: str | None = None, attn: str | None = None, part: str = "text", progress: Progress = None,
                 route_preset: str = "default", route_weights: str | None = None,
                 suppress: list[str] | tuple[str, ...] = (), reproducibility: bool = False,
-                baseline_chip: str | None = None) -> tuple[AuditReport, dict[str, Any]]:
+                baseline_chip: str | None = None, reuse: bool = True) -> tuple[AuditReport, dict[str, Any]]:
     """`audit` with keyword arguments (scripts and notebooks)."""
     return audit(ModelSpec(model, hf_config, entry, dtype, attn, part),
                  AuditOptions(scenarios=tuple(scenarios or ()), chip=default_chip() if chip is None else chip,
                               baseline_chip=default_baseline() if baseline_chip is None else baseline_chip,
                               torch_npu=torch_npu, route_preset=route_preset, route_weights=route_weights,
-                              suppress=tuple(suppress), reproducibility=reproducibility),
+                              suppress=tuple(suppress), reproducibility=reproducibility, reuse=reuse),
                  progress)
 
 

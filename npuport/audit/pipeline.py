@@ -36,8 +36,9 @@ def run_audit(
     baseline_chip: str | None = None,
     optimizer: str | None = None,
     master_weights: bool = False,
+    reuse: bool = True,
 ) -> AuditReport:
-    traced = trace_stage(model, scenarios, progress)
+    traced = trace_stage(model, scenarios, progress, reuse=reuse)
     timings = traced.timings
     if progress:
         progress("costing ops and steps (mappings/timing.yaml)")

@@ -27,9 +27,12 @@ from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet
 Progress = Callable[[str], None]
 
 
-def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None = None) -> tuple[Trace | None, Scenario]:
+def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None = None,
+                   reuse: bool = True) -> tuple[Trace | None, Scenario]:
     """Run one scenario under the recorder; None when the scenario does not apply to the model. Returns the scenario
-    as it really ran (a decode of a model with no cache re-runs its context)."""
+    as it really ran (a decode of a model with no cache re-runs its context). `reuse`: identical decoder layers are
+    recorded once (npuport.trace.reuse; never for a distributed rank)."""
+    reuse = reuse and model.distributed is None
     try:
         with _torch_logs_quiet():
             inputs = model.make_inputs(sc)
@@ -45,11 +48,11 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
     # a transient line (leading "~"): the CLI redraws it in place on a terminal and drops it elsewhere
     tick = (lambda n: progress(f"~tracing {sc.name}: {n:,} ops")) if progress else None
     try:
-        return _record(model, sc, inputs, real=True, tick=tick), sc
+        return _record(model, sc, inputs, real=True, tick=tick, reuse=reuse), sc
     except _DataDependent:
         # a guard transformers skips while tracing read a tensor value on the real path: follow the tracing path
         # for this scenario and say so (the inventory may then hold an explicit mask the real run does not build)
-        trace = _record(model, sc, model.make_inputs(sc) or inputs, real=False, tick=tick)
+        trace = _record(model, sc, model.make_inputs(sc) or inputs, real=False, tick=tick, reuse=reuse)
         trace.notes.append(f"{sc.name}: traced along transformers' export path (a value-dependent check on the real "
                            "path cannot run on fake tensors)")
         return trace, sc
@@ -59,14 +62,15 @@ class _DataDependent(Exception):
     pass
 
 
-def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: Callable[[int], None] | None = None) -> Trace:
+def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: Callable[[int], None] | None = None,
+            reuse: bool = True) -> Trace:
     args, kwargs = inputs
     module = model.module
     was_training = module.training
     module.train(sc.kind == "train")
     path = real_path() if real else contextlib.nullcontext()
     try:
-        with model.mode, Recorder(module, sc.name, tick) as rec, MemoryTracker(rec.stack) as mem, warnings.catch_warnings(), \
+        with model.mode, Recorder(module, sc.name, tick, reuse=reuse) as rec, MemoryTracker(rec.stack, rec) as mem, warnings.catch_warnings(), \
                 _quiet_libraries(), _torch_logs_quiet(), path:
             warnings.simplefilter("ignore")  # library deprecation chatter is not the user's audit
             mem.seed(module, [args, kwargs])
@@ -123,7 +127,8 @@ def _skip_reason(model: LoadedModel, sc: Scenario) -> str:
 
 
 
-def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progress | None = None) -> TraceStage:
+def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progress | None = None,
+                reuse: bool = True) -> TraceStage:
     """Trace every scenario; raise only when none could be traced (then with the one reason, or all names)."""
     notes: list[str] = list(model.notes)
     traces: dict[str, Trace] = {}
@@ -140,7 +145,7 @@ def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progres
                 progress(f"tracing {sc.describe()}")
             t0 = time.perf_counter()
             try:
-                trace, sc = trace_scenario(model, sc, progress)
+                trace, sc = trace_scenario(model, sc, progress, reuse)
             except NpuportError as exc:  # the other scenarios still report; this one is named with its reason
                 failed.append((sc.name, exc.render()))
                 errors.append(exc)

@@ -49,6 +49,8 @@ FORMATS = ("text", "json", "markdown", "csv", "html")
 @click.option("--static-only", is_flag=True, help="Only scan the source for CUDA-specific APIs (AST, nothing executed; text or json).")
 @click.option("--suppress", "suppressions", multiple=True, metavar="ID[-ID]|PATTERN", help="Hide findings by id, range or wildcard (NPB001, NPS010-NPS019, NPB0*). Repeatable.")
 @click.option("--fail-on", "fail_on_level", type=click.Choice(["error", "warning", "info"]), help="Exit 1 when a finding at this level or above remains.")
+@click.option("--no-reuse", "no_reuse", is_flag=True, help="Record every decoder layer op by op instead of recording one of "
+              "each set of identical layers and copying its records (slower; the inventory is the same).")
 @click.option("--reproducibility", is_flag=True, help="Flag nondeterministic ops (for runs that must reproduce bit for bit).")
 @click.option("--optimizer", type=click.Choice(optimizer_names()), default=default_optimizer(), show_default=True,
               help="Optimizer of the training step, for its memory (mappings/memory.yaml).")

@@ -31,7 +31,7 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
           output: str | None, json_out: str | None, force: bool, top: int, wide: bool, show_views: bool, preset: str,
           weights: str | None, static_only: bool, suppressions: tuple[str, ...], fail_on_level: str | None,
           reproducibility: bool, optimizer: str, master_weights: bool, profiles: tuple[str, ...], profile_scenario: str | None,
-          world_size: int | None, rank: int, parallel: str | None, quiet: bool, debug: bool) -> None:
+          world_size: int | None, rank: int, parallel: str | None, quiet: bool, debug: bool, no_reuse: bool = False) -> None:
     fmt = pick_format(fmt, output, FORMATS)
     inputs = [Path(p) for p in (model.split(":")[0] if model else None, hf_config, *profiles) if p]
     if static_only:
@@ -46,7 +46,7 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
                                               reproducibility=reproducibility, optimizer=optimizer,
                                               master_weights=master_weights, profiles=tuple(profiles),
                                               profile_scenario=profile_scenario, world_size=world_size, rank=rank,
-                                              parallel=parallel),
+                                              parallel=parallel, reuse=not no_reuse),
                                  progress=progress_printer(not quiet))
     text = _render(data, fmt, top, show_views, wide, output)
     emit(text, output, force, quiet, fmt, json_text=json.dumps(data, indent=1) + "\n", json_out=json_out, protected=inputs)

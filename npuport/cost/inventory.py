@@ -64,6 +64,20 @@ class ReportedCall:
     args: tuple = ()  # the call's arguments, tensors as TensorRef into `inputs` (for rebuilding it: bench)
     kwargs: dict = field(default_factory=dict)
     bound: Bound = "none"
+    # what picks its timing class, whatever the chip: (class, variant wanted, strided, broadcast, widening); set on
+    # first use (the step is simulated for every chip of the comparison)
+    layout: tuple | None = field(default=None, compare=False, repr=False)
+    kind_id: int = field(default=-1, compare=False, repr=False)  # one number per distinct (layout, cost): _kind_id
+
+
+_KINDS: dict[tuple, int] = {}
+
+
+def _kind_id(c: ReportedCall) -> int:
+    """A number for what a call's device time depends on besides the chip, shared by calls that repeat it."""
+    if c.kind_id < 0:
+        c.kind_id = _KINDS.setdefault((c.layout or _layout_of(c), c.cost), len(_KINDS))
+    return c.kind_id
 
 
 def reported_calls(trace: Trace, native_composites: frozenset[str]) -> list[ReportedCall]:
@@ -122,12 +136,24 @@ def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
         roof, c.bound = chip.roofline(c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)
         c.roofline_s = roof
         c.costed_on = chip.name
-        c.time_s = call_device_s(model, chip, _class(c, model), c.cost.flops, c.cost.bytes,
-                                 c.cost.dtype, c.cost.matrix, *_layout(c))
+        c.time_s = _device_s(c, model, chip)
+
+
+def _device_s(c: ReportedCall, model: TimingModel, chip: ChipProfile) -> float:
+    cls, want, strided, broadcast, widening = c.layout or _layout_of(c)
+    return call_device_s(model, chip, want if want is not None and want in model.classes else cls, c.cost.flops,
+                         c.cost.bytes, c.cost.dtype, c.cost.matrix, strided, broadcast, widening)
 
 
 def _class(c: ReportedCall, model: TimingModel) -> str:
     """The timing class of a call: its op's class, or the variant of it that its operands pick (op_variant)."""
+    cls, want = (c.layout or _layout_of(c))[:2]
+    return want if want is not None and want in model.classes else cls
+
+
+def _layout_of(c: ReportedCall) -> tuple:
+    """What picks a call's timing class on any chip: its op's class and the variant its operands ask for (op_variant),
+    (an input is a strided view, an input is broadcast, the op widens its dtype); kept on the call."""
     base = base_name(c.op)
     cls = op_class(base, c.kind)
     acc = c.kwargs.get("accumulate", c.args[3] if len(c.args) > 3 else False) if base in INDEXED_STORES else None
@@ -137,17 +163,14 @@ def _class(c: ReportedCall, model: TimingModel) -> str:
     repeats = (len(c.inputs) >= 3 and bool(c.inputs[0].shape)
                and math.prod(c.inputs[1].shape) > c.inputs[0].shape[0]) if acc else True
     backward = c.phase == "backward" or base.endswith(("_backward", "_grad"))
-    return op_variant(base, cls, tuple(len(t.shape) for t in c.inputs), bool(acc) if acc is not None else None, model,
+    want = op_variant(base, cls, tuple(len(t.shape) for t in c.inputs), bool(acc) if acc is not None else None, None,
                       backward=backward, repeats=repeats)
-
-
-def _layout(c: ReportedCall) -> tuple[bool, bool, bool]:
-    """(an input is a strided view, an input is broadcast, the op widens its dtype) for the class variant."""
     strided = any(is_strided(t.shape, t.stride) for t in c.inputs)
     out = tuple(c.outputs[0].shape) if c.outputs else ()
     broadcast = any(is_broadcast(t.stride, t.shape) or is_implicit_broadcast(tuple(t.shape), out) for t in c.inputs)
     widening = bool(c.inputs and c.outputs) and itemsize(c.outputs[0].dtype) > itemsize(c.inputs[0].dtype)
-    return strided, broadcast, widening
+    c.layout = (cls, None if want == cls else want, strided, broadcast, widening)
+    return c.layout
 
 
 def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "eager",
@@ -155,13 +178,18 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
     """The step on `chip`: its host thread issuing the calls in order to one device queue (npuport.cost.timing);
     `model` replaces the chip's timing model (mappings/timing.yaml) when given."""
     model = model or timing_for(chip)
+    own = model is timing_for(chip)
     syncing = sync_ops()
     issued = []
+    seen: dict[int, float] = {}  # a layer's calls repeat in every layer: each kind of call is timed once per chip
     for c in calls:
-        base = base_name(c.op)
-        dev = c.time_s if chip.name == c.costed_on and model is timing_for(chip) else call_device_s(
-            model, chip, _class(c, model), c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix, *_layout(c))
-        issued.append(Issued(dev, c.kind == "view", c.phase == "backward", base in syncing))
+        if own and chip.name == c.costed_on:
+            dev = c.time_s
+        else:
+            key = c.kind_id if c.kind_id >= 0 else _kind_id(c)
+            got = seen.get(key)
+            dev = seen[key] = _device_s(c, model, chip) if got is None else got
+        issued.append(Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing))
     return simulate(model, issued, mode)
 
 

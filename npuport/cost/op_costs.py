@@ -58,6 +58,7 @@ def op_classes() -> OpClasses:
     )
 
 
+@functools.lru_cache(maxsize=4096)  # a few hundred distinct ops, asked for on every call of every step
 def base_name(op: str) -> str:
     """'aten::add.Tensor' -> 'add'; 'npu::npu_rms_norm' -> 'npu_rms_norm'."""
     return op.split("::", 1)[-1].split(".", 1)[0]
@@ -169,8 +170,32 @@ def _is_causal(args: tuple, kwargs: dict, name: str) -> bool:
     return pos is not None and len(args) > pos and args[pos] is True
 
 
+def _frozen(x: Any) -> Any:
+    if isinstance(x, (list, tuple)):
+        return tuple(_frozen(v) for v in x)
+    if isinstance(x, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in x.items()))
+    return x
+
+
+_FLOPS: dict[tuple, float | None] = {}  # a layer's GEMMs repeat in every layer: each shape is counted once
+
+
 def matrix_flops(name: str, args: tuple, kwargs: dict, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta]) -> float | None:
     """FLOPs from a registered formula, or None when the op has none."""
+    try:
+        key = (name, tuple(i.shape for i in inputs), tuple(o.shape for o in outputs), _frozen(args), _frozen(kwargs))
+        hash(key)
+    except TypeError:  # an argument that is not hashable: counted every time
+        return _matrix_flops(name, args, kwargs, inputs, outputs)
+    if key not in _FLOPS:
+        if len(_FLOPS) > 65536:
+            _FLOPS.clear()
+        _FLOPS[key] = _matrix_flops(name, args, kwargs, inputs, outputs)
+    return _FLOPS[key]
+
+
+def _matrix_flops(name: str, args: tuple, kwargs: dict, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta]) -> float | None:
     if name == "scaled_dot_product_attention":
         q, k, v = (inputs[a.index].shape for a in args[:3])
         flops = float(sdpa_flops(q, k, v))

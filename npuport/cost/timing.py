@@ -199,7 +199,7 @@ def _timing(name: str, family: str) -> TimingModel:
 INDEXED_STORES = frozenset({"index_put", "index_put_", "_index_put_impl", "_index_put_impl_"})
 
 
-def op_variant(base: str, cls: str, input_ranks: tuple[int, ...], accumulate: bool | None, model: TimingModel,
+def op_variant(base: str, cls: str, input_ranks: tuple[int, ...], accumulate: bool | None, model: TimingModel | None,
                backward: bool = False, repeats: bool = True) -> str:
     """The class variant timing.yaml times an op's kernel with, where the chip's model has it: a grouped GEMM grouped
     along K (a weight gradient, 2-D x 2-D) runs another kernel than the forward's; attention's backward (dQ, dK, dV
@@ -214,6 +214,8 @@ def op_variant(base: str, cls: str, input_ranks: tuple[int, ...], accumulate: bo
     elif base in INDEXED_STORES and accumulate is not None:
         want = ("scatter_store" if not accumulate else "scatter_accumulate" if repeats
                 else "scatter_accumulate_unique")
+    if model is None:  # the variant wanted, whichever chip's model has it
+        return want if want is not None else cls
     return want if want is not None and want in model.classes else cls
 
 

@@ -59,11 +59,15 @@ def _tensors(tree: Any, depth: int = 4) -> list[torch.Tensor]:
 
 
 class MemoryTracker(TorchDispatchMode):
-    """`with MemoryTracker(stack) as mem: mem.seed(...); run the step` then `mem.result`."""
+    """`with MemoryTracker(stack) as mem: mem.seed(...); run the step` then `mem.result`.
 
-    def __init__(self, stack: ModuleStack) -> None:
+    With `recorder` (a npuport.trace.recorder.Recorder running the same step) the tracker is one of the recorder's
+    observers instead of a dispatch mode of its own: the same counts, one Python mode less on every op."""
+
+    def __init__(self, stack: ModuleStack, recorder: Any = None) -> None:
         super().__init__()
         self.stack = stack
+        self.recorder = recorder
         self.live = 0
         self.result = MemoryTrace()
         self._sizes: dict[int, int] = {}  # storage key -> bytes, while alive
@@ -121,11 +125,17 @@ class MemoryTracker(TorchDispatchMode):
         if self.dtensor is not None and self.dtensor in types:  # counted once, as the local ops it runs
             return NotImplemented
         out = func(*args, **(kwargs or {}))
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor):
-                self._count(t)
-        self._mark()
+        self._seen(out)
         return out
+
+    def _seen(self, out: Any) -> None:
+        if isinstance(out, torch.Tensor):
+            self._count(out)
+        else:
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    self._count(t)
+        self._mark()
 
     # -- what each module's forward leaves alive -----------------------------------------------------------------
     def _pre(self, module: torch.nn.Module, args: object) -> None:
@@ -147,10 +157,16 @@ class MemoryTracker(TorchDispatchMode):
     def __enter__(self) -> MemoryTracker:
         self._handles = [register_module_forward_pre_hook(self._pre), register_module_forward_hook(self._post, always_call=True)]
         self._patched = self._watch_fsdp_storage()
+        if self.recorder is not None:
+            self.recorder.observers.append(self._seen)
+            return self
         return super().__enter__()  # type: ignore[no-any-return]  # TorchDispatchMode.__enter__ returns self
 
     def __exit__(self, *exc: Any) -> None:
-        super().__exit__(*exc)
+        if self.recorder is not None:
+            self.recorder.observers.remove(self._seen)
+        else:
+            super().__exit__(*exc)
         for h in self._handles:
             h.remove()
         self._handles = []

@@ -26,6 +26,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from npuport.trace import collectives, naming
 from npuport.trace.modules import ModuleStack
 from npuport.trace.records import ApiFrame, CollectiveCall, OpCall, Phase, TensorMeta, TensorRef, Trace
+from npuport.trace.reuse import LayerReuse, ReuseTag
 
 _NOT_OPERATORS = frozenset({"prim", "profiler"})
 
@@ -70,6 +71,9 @@ class _Context:
     view_bases: dict[int, int] = field(default_factory=dict)
     # while loss.backward() runs: where ops with no autograd node (the gradient seed) are attributed
     backward_tag: tuple | None = None
+    # while a repeated layer's copy runs (npuport.trace.reuse): nothing is recorded, its autograd nodes get reuse_tag
+    dormant: bool = False
+    reuse_tag: ReuseTag | None = None
 
     def tid(self, t: torch.Tensor) -> int:
         got = self.tensor_ids.get(t)
@@ -130,27 +134,45 @@ TICK_EVERY = 2000  # recorded calls between two progress ticks
 
 
 class _OpRecorder(TorchDispatchMode):
-    def __init__(self, ctx: _Context, modules: ModuleStack, trace: Trace, tick: Callable[[int], None] | None = None) -> None:
+    def __init__(self, ctx: _Context, modules: ModuleStack, trace: Trace, tick: Callable[[int], None] | None = None,
+                 reuse: LayerReuse | None = None) -> None:
         super().__init__()
-        self.ctx, self.modules, self.trace, self.tick = ctx, modules, trace, tick
+        self.ctx, self.modules, self.trace, self.tick, self.reuse = ctx, modules, trace, tick, reuse
         self.dtensor = _dtensor_type()
+        # called with every op's output, recorded or not (npuport.trace.memory counts storages here rather than in a
+        # dispatch mode of its own: one Python mode less on every op)
+        self.observers: list[Callable[[Any], None]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
         if func.namespace in _NOT_OPERATORS:  # prim.device, record_function markers: not operators
-            return func(*args, **kwargs)
+            return self._observed(func(*args, **kwargs))
         dtensor = self.dtensor
         if dtensor is not None and dtensor in types:
             # let DTensor unwrap to its local shards and redispatch: the local ops and the collectives of its
             # redistributions then come back here as plain tensors (as CommDebugMode does)
             return NotImplemented
         if collectives.is_wait(func):  # completion of an async collective: no traffic, no kernel of its own
-            return func(*args, **kwargs)
-        out = func(*args, **kwargs)
+            return self._observed(func(*args, **kwargs))
+        out = self._observed(func(*args, **kwargs))
+        if self.reuse is not None:
+            if self.ctx.dormant:  # a repeated layer's forward: its records are copied from the template's
+                return out
+            node = torch._C._current_autograd_node()
+            if node is not None:
+                tag = node.metadata.get(_META_KEY)  # type: ignore[attr-defined]  # a property, typed as a method
+                if type(tag) is ReuseTag:  # its backward: counted here, copied when the step is over
+                    self.reuse.skip_backward(tag, args, kwargs, out)
+                    return out
         if collectives.is_collective(func):
             self._record_collective(func, args, kwargs, out)
         else:
             self._record(func, args, kwargs, out)
+        return out
+
+    def _observed(self, out: Any) -> Any:
+        for fn in self.observers:
+            fn(out)
         return out
 
     def _record_collective(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
@@ -258,6 +280,11 @@ class _ApiMode(TorchFunctionMode):
         if name in _FAST_NAMES:
             return func(*args, **kwargs)
         ctx = self.ctx
+        if ctx.dormant:  # a repeated layer's copy: only its autograd nodes are marked, for its backward
+            out = func(*args, **kwargs)
+            if torch.is_grad_enabled():
+                self._tag_nodes(out, ctx.reuse_tag)
+            return out
         saved = (ctx.api, ctx.frame, ctx.pending_frame, ctx.source, ctx.source_known)
         ctx.api = naming.api_name(func)
         ctx.frame, ctx.source, ctx.source_known = None, None, False
@@ -274,8 +301,9 @@ class _ApiMode(TorchFunctionMode):
         finally:
             ctx.api, ctx.frame, ctx.pending_frame, ctx.source, ctx.source_known = saved
 
-    def _tag_nodes(self, out: Any) -> None:
-        """Tag the autograd nodes this call created with its module, line, API and frame (for backward ops)."""
+    def _tag_nodes(self, out: Any, tag: Any = None) -> None:
+        """Tag the autograd nodes this call created with its module, line, API and frame (for backward ops), or with
+        the given tag."""
         ctx = self.ctx
         todo: deque = deque()
         for t in tree_flatten(out)[0]:
@@ -283,8 +311,9 @@ class _ApiMode(TorchFunctionMode):
                 todo.append(t.grad_fn)
         if not todo:
             return
-        module, module_type = self.modules.current_frame()
-        tag = (module, module_type, ctx.source, ctx.api, ctx.frame.id if ctx.frame is not None else None)
+        if tag is None:
+            module, module_type = self.modules.current_frame()
+            tag = (module, module_type, ctx.source, ctx.api, ctx.frame.id if ctx.frame is not None else None)
         while todo:
             node = todo.popleft()
             if node is None or _META_KEY in node.metadata:
@@ -298,23 +327,37 @@ class _ApiMode(TorchFunctionMode):
 class Recorder:
     """Context manager: `with Recorder(model, "train") as rec: ...; rec.trace` holds the records."""
 
-    def __init__(self, model: torch.nn.Module, scenario: str, tick: Callable[[int], None] | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, scenario: str, tick: Callable[[int], None] | None = None,
+                 reuse: bool = False) -> None:
         self.trace = Trace(scenario=scenario)
         self._modules = ModuleStack(model)
         self.trace.modules = self._modules.types
         self._ctx = _Context()
+        # repeated layers recorded once (npuport.trace.reuse); never where parameters are DTensors (a rank's
+        # shards and collectives are recorded in full)
+        dtensor = _dtensor_type()
+        sharded = dtensor is not None and any(isinstance(p, dtensor) for p in model.parameters())
+        self._reuse = LayerReuse(model, self._ctx, self.trace, self._modules.names) if reuse and not sharded else None
         self._api = _ApiMode(self._ctx, self._modules)
-        self._ops = _OpRecorder(self._ctx, self._modules, self.trace, tick)  # tick(n): n ops recorded so far
+        # tick(n): n ops recorded so far
+        self._ops = _OpRecorder(self._ctx, self._modules, self.trace, tick, self._reuse)
 
     @property
     def stack(self) -> ModuleStack:
         """The module stack the recorder keeps (other instruments of the same run read it)."""
         return self._modules
 
+    @property
+    def observers(self) -> list[Callable[[Any], None]]:
+        """Functions called with the output of every op the step dispatches (recorded or not)."""
+        return self._ops.observers
+
     def __enter__(self) -> "Recorder":
         self._owners = collectives.fsdp_attribution()
         self._owners.__enter__()
         self._modules.__enter__()
+        if self._reuse is not None:
+            self._reuse.__enter__()
         self._api.__enter__()
         self._ops.__enter__()
         return self
@@ -338,6 +381,10 @@ class Recorder:
     def __exit__(self, *exc: object) -> None:
         self._ops.__exit__(*exc)
         self._api.__exit__(*exc)
+        if self._reuse is not None:
+            self._reuse.__exit__(*exc)
+            self._reuse.finish()
+            self.trace.notes.extend(self._reuse.notes)
         self._modules.__exit__(*exc)
         self._owners.__exit__(None, None, None)
 

@@ -130,3 +130,4 @@ class Trace:
     notes: list[str] = field(default_factory=list)
     memory: Any = None  # npuport.trace.memory.MemoryTrace of the step, when it was measured
     collectives: list[CollectiveCall] = field(default_factory=list)  # under a process group: what this rank issued
+    reused: int = 0  # layer calls whose records were copied from an identical layer's (npuport.trace.reuse)
