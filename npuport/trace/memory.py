@@ -78,6 +78,11 @@ class MemoryTracker(TorchDispatchMode):
         self._handles: list[Any] = []
         self._patched: list[tuple[Any, str, Any]] = []
         self._base = 0
+        # open watches of the highest live bytes and the module then running (npuport.trace.reuse measures a
+        # template layer's rise above its entry with one)
+        self._watches: list[list[Any]] = []
+        if recorder is not None:
+            recorder.memory = self
 
     # -- storages ------------------------------------------------------------------------------------------------
     def _key(self, t: torch.Tensor) -> tuple[int, Any] | None:
@@ -120,6 +125,31 @@ class MemoryTracker(TorchDispatchMode):
             self.result.peak = self.live
             self.result.peak_module = self.stack.current() or ""
             self.result.peak_phase = "backward" if torch._C._current_autograd_node() is not None else "forward"
+        for w in self._watches:
+            if self.live > w[0]:
+                w[0], w[1] = self.live, self.stack.current() or ""
+
+    # -- what a layer that did not run would have done (npuport.trace.reuse) ---------------------------------------
+    def watch(self) -> list[Any]:
+        """Start following the highest live bytes: [bytes, module at that point], updated until unwatch()."""
+        w: list[Any] = [self.live, self.stack.current() or ""]
+        self._watches.append(w)
+        return w
+
+    def unwatch(self, w: list[Any]) -> None:
+        self._watches.remove(w)
+
+    def replay(self, rise: int, module: str, kept: int) -> None:
+        """A layer skipped in inference: its transient high (`rise` above the live bytes now, while `module` ran)
+        and `kept` bytes it would have left alive besides its outputs (a cache's new entries), never freed."""
+        high = self.live + rise
+        if high > self.result.peak:
+            self.result.peak, self.result.peak_module, self.result.peak_phase = high, module, "forward"
+        for w in self._watches:
+            if high > w[0]:
+                w[0], w[1] = high, module
+        self.live += kept
+        self._mark()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         if self.dtensor is not None and self.dtensor in types:  # counted once, as the local ops it runs

@@ -348,6 +348,16 @@ class Recorder:
         return self._modules
 
     @property
+    def memory(self) -> Any:
+        """The MemoryTracker observing this step (set by it), which a skipped layer's effect is replayed on."""
+        return self._reuse.memory if self._reuse is not None else None
+
+    @memory.setter
+    def memory(self, tracker: Any) -> None:
+        if self._reuse is not None:
+            self._reuse.memory = tracker
+
+    @property
     def observers(self) -> list[Callable[[Any], None]]:
         """Functions called with the output of every op the step dispatches (recorded or not)."""
         return self._ops.observers

@@ -131,3 +131,4 @@ class Trace:
     memory: Any = None  # npuport.trace.memory.MemoryTrace of the step, when it was measured
     collectives: list[CollectiveCall] = field(default_factory=list)  # under a process group: what this rank issued
     reused: int = 0  # layer calls whose records were copied from an identical layer's (npuport.trace.reuse)
+    skipped: int = 0  # of those, calls that did not run at all (inference: outputs and memory replayed)

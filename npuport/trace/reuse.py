@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from npuport.trace.records import ApiFrame, OpCall, TensorMeta, Trace
 
@@ -40,6 +40,16 @@ class ReuseTag:
     serial: int
 
 
+@dataclass(frozen=True)
+class _Out:
+    """A template's output tensor, as a skipped copy makes it."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+
+
 @dataclass
 class Template:
     path: str
@@ -50,6 +60,13 @@ class Template:
     params: dict[str, int]  # relative name -> tensor id of its parameters and buffers
     outputs: tuple[int, ...]
     usable: bool = True
+    # in inference a copy need not run at all: its outputs are made empty to the template's measure and its memory
+    # replayed from the template's (the rise above its entry while it ran, and at which module; what it kept besides
+    # its outputs: a cache's new entries)
+    skip: tuple | None = None  # (output treespec, leaves: an _Out per tensor, else the plain value)
+    rise: int = 0
+    rise_module: str = ""
+    kept: int = 0
 
 
 @dataclass
@@ -75,12 +92,16 @@ class _Pending:
     template: Template | None
     key: tuple
     signature: tuple
+    module: torch.nn.Module | None = None
+    skip: bool = False  # a copy in inference: its forward is not run (LayerReuse._forward)
+    watch: list | None = None  # the memory tracker's watch over a template that may be skipped later
+    live: int = 0
     start: int = 0
     frames_start: int = 0
     collectives_start: int = 0
     inputs: tuple[int, ...] = ()
     params: dict[str, int] = field(default_factory=dict)
-    tensors: list[torch.Tensor] = field(default_factory=list)
+    tensors: list[torch.Tensor] | None = None
 
 
 def _plain_value(value: Any) -> Any:
@@ -155,18 +176,53 @@ class LayerReuse:
         self._handles: list[Any] = []
         self._order = itertools.count()
         self.copied = 0  # layer calls taken from a template
+        self.skipped = 0  # of those, calls that did not run (inference)
+        self.memory: Any = None  # the MemoryTracker of the step, when there is one (it sets itself here)
+        self._forwards: list[tuple[torch.nn.Module, Any]] = []
 
     # -- hooks -----------------------------------------------------------------------------------------------------
     def __enter__(self) -> LayerReuse:
         for mod in self.groups:
             self._handles.append(mod.register_forward_pre_hook(self._pre, with_kwargs=True))
             self._handles.append(mod.register_forward_hook(self._post, with_kwargs=True, always_call=True))
+            # the module's forward as an instance attribute, so a skipped copy returns without running it
+            self._forwards.append((mod, mod.__dict__.get("forward")))
+            mod.forward = self._forward(mod, mod.forward)
         return self
 
     def __exit__(self, *exc: object) -> None:
         for h in self._handles:
             h.remove()
         self._handles = []
+        for mod, own in self._forwards:
+            if own is None:
+                mod.__dict__.pop("forward", None)
+            else:
+                mod.forward = own
+        self._forwards = []
+
+    def _forward(self, mod: torch.nn.Module, original: Any) -> Any:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            pend = self._pending[-1] if self._pending else None
+            if pend is not None and pend.skip and pend.module is mod and pend.template is not None:
+                return self._stand_in(pend.template)
+            return original(*args, **kwargs)
+
+        return forward
+
+    def _stand_in(self, tpl: Template) -> Any:
+        """The outputs of a copy that does not run: empty tensors of the template's outputs' shapes, strides and
+        dtypes (the allocations its outputs are), after replaying its transient memory and what it keeps."""
+        assert tpl.skip is not None
+        spec, leaves = tpl.skip
+        if self.memory is not None:
+            mod = self._pending[-1].module if self._pending else None
+            path = self.names.get(mod, "") if mod is not None else ""
+            self.memory.replay(tpl.rise, _rename(tpl.rise_module, tpl.path, path), tpl.kept)
+        made = [torch.empty_strided(x.shape, x.stride, dtype=x.dtype, device=x.device) if isinstance(x, _Out) else x
+                for x in leaves]
+        self.skipped += 1
+        return tree_unflatten(made, spec)
 
     def _pre(self, mod: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         ctx = self.ctx
@@ -179,33 +235,63 @@ class LayerReuse:
         if template is not None and template.usable and key not in self.unusable:
             ctx.dormant = True
             ctx.reuse_tag = ReuseTag(len(self.copies))
-            self._pending.append(_Pending(template, key, signature, tensors=tensors))
+            self._pending.append(_Pending(template, key, signature, mod, skip=template.skip is not None,
+                                          tensors=tensors))
             return
-        pend = _Pending(None, key, signature, start=len(self.trace.calls), frames_start=len(self.trace.frames),
+        pend = _Pending(None, key, signature, mod, start=len(self.trace.calls), frames_start=len(self.trace.frames),
                         collectives_start=len(self.trace.collectives))
         if key not in self.templates and key not in self.unusable:
             pend.inputs = tuple(ctx.tid(t) for t in tensors)
             pend.params = {n: ctx.tid(t) for n, t in _state(mod)}
+            if not torch.is_grad_enabled():  # inference: its copies can be skipped, their memory replayed from it
+                pend.tensors = tensors
+                if self.memory is not None:
+                    pend.watch, pend.live = self.memory.watch(), self.memory.live
         self._pending.append(pend)
 
     def _post(self, mod: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         pend = self._pending.pop() if self._pending else None
         if pend is None or not pend.key:  # nested inside a copy, or hooks entered mid-call
             return
-        outs = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)]
+        leaves, spec = tree_flatten(output)
+        outs = [t for t in leaves if isinstance(t, torch.Tensor)]
         if pend.template is not None:
             self.ctx.dormant, self.ctx.reuse_tag = False, None
             self._copy_forward(mod, pend, outs)
             return
+        watch = pend.watch
+        if watch is not None:
+            self.memory.unwatch(watch)
         if pend.key in self.templates or pend.key in self.unusable or not pend.params and not pend.inputs:
             return
         if len(self.trace.collectives) > pend.collectives_start:  # a rank's collectives are recorded in full
             self.unusable.add(pend.key)
             return
-        self.templates[pend.key] = Template(
-            path=self.names.get(mod, ""), start=pend.start, end=len(self.trace.calls),
-            frames=tuple(i for i in self.trace.frames if i >= pend.frames_start), inputs=pend.inputs,
-            params=pend.params, outputs=tuple(self.ctx.tid(t) for t in outs))
+        tpl = Template(path=self.names.get(mod, ""), start=pend.start, end=len(self.trace.calls),
+                       frames=tuple(i for i in self.trace.frames if i >= pend.frames_start), inputs=pend.inputs,
+                       params=pend.params, outputs=tuple(self.ctx.tid(t) for t in outs))
+        if not torch.is_grad_enabled() and pend.tensors is not None:
+            self._skip_profile(tpl, mod, pend, leaves, spec, outs)
+        self.templates[pend.key] = tpl
+
+    def _skip_profile(self, tpl: Template, mod: torch.nn.Module, pend: _Pending, leaves: list, spec: Any,
+                      outs: list[torch.Tensor]) -> None:
+        """Whether copies of this inference template may skip running, and what to replay for them: only when its
+        outputs are new tensors (no input or weight returned or viewed) and its other results plain values."""
+        if any(not isinstance(x, (torch.Tensor, *_PRIMITIVE)) for x in leaves):
+            return  # a cache object or another stateful result: copies run (dormant)
+        if any(t.requires_grad or t.layout != torch.strided for t in outs):
+            return
+        known = {_storage(t) for t in itertools.chain(pend.tensors or (), (t for _, t in _state(mod)))}
+        stores = [_storage(t) for t in outs]
+        if any(st in known for st in stores) or len(set(stores)) != len(stores):
+            return
+        if pend.watch is not None:
+            high, module = pend.watch
+            tpl.rise, tpl.rise_module = high - pend.live, module
+            tpl.kept = self.memory.live - pend.live - sum(t.untyped_storage().nbytes() for t in outs)
+        tpl.skip = (spec, [_Out(tuple(x.shape), tuple(x.stride()), x.dtype, x.device) if isinstance(x, torch.Tensor)
+                           else x for x in leaves])
 
     # -- forward copies ----------------------------------------------------------------------------------------------
     def _copy_forward(self, mod: torch.nn.Module, pend: _Pending, outs: list[torch.Tensor]) -> None:
@@ -213,7 +299,7 @@ class LayerReuse:
         tpl = pend.template
         assert tpl is not None
         ids: dict[int, int] = {}
-        for tid, t in zip(tpl.inputs, pend.tensors):
+        for tid, t in zip(tpl.inputs, pend.tensors or ()):
             ids.setdefault(tid, ctx.tid(t))
         state = dict(_state(mod))
         for name, tid in tpl.params.items():
@@ -315,7 +401,7 @@ class LayerReuse:
         for i, call in enumerate(trace.calls):
             call.index = i
         if self.copied:
-            trace.reused = self.copied
+            trace.reused, trace.skipped = self.copied, self.skipped
 
 
     def _copy_backward(self, source: list[OpCall], ran: list[tuple[tuple[int, ...], tuple[int, ...]]],
@@ -346,6 +432,10 @@ def _tensor_args(args: tuple, kwargs: dict) -> list[torch.Tensor]:
                 if isinstance(x, torch.Tensor):
                     seen.setdefault(id(x), x)
     return list(seen.values())
+
+
+def _storage(t: torch.Tensor) -> int:
+    return int(t.untyped_storage()._cdata)
 
 
 def _state(mod: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:

@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from npuport.trace.memory import MemoryTracker
 from npuport.trace.recorder import Recorder
 from npuport.trace.reuse import groups_of, structure_key
 from npuport.trace.run import new_fake_mode
@@ -58,12 +59,16 @@ def _trace(train: bool, reuse: bool, fake=None):
         torch.manual_seed(0)
         net = Net()
         ids = torch.randint(0, 50, (2, 8))
-    with fake, Recorder(net, "train" if train else "prefill", reuse=reuse) as rec:
+    with fake, Recorder(net, "train" if train else "prefill", reuse=reuse) as rec, MemoryTracker(rec.stack, rec) as mem:
+        mem.seed(net, [ids])
         if train:
-            rec.backward(net(ids).float().sum())
+            out = net(ids).float().sum()
+            mem.forward_done()
+            rec.backward(out)
         else:
             with torch.no_grad():
-                net(ids)
+                out = net(ids)
+        rec.trace.memory = mem.finish(net)
     return rec.trace
 
 
@@ -104,6 +109,10 @@ def test_reused_trace_is_the_recorded_trace(train: bool) -> None:
     reused = _trace(train, reuse=True)
     # layers 1 and 3 copy layer 0, layer 4 copies layer 2; layer 5 (a longer input) is recorded
     assert reused.reused == 3 and full.reused == 0
+    # in inference the copies do not run: their outputs are made and their memory replayed from the template's
+    assert reused.skipped == (0 if train else 3)
+    assert reused.memory.to_json() == full.memory.to_json()
+    assert reused.memory.peak > reused.memory.weights
     assert len(reused.calls) == len(full.calls)
     assert [c.index for c in reused.calls] == list(range(len(reused.calls)))
     assert _flow(reused) == _flow(full)
@@ -153,7 +162,26 @@ def test_every_shipped_config_audits_the_same_with_and_without_reuse(config: Pat
     a = audit_model(hf_config=str(cut))
     b = audit_model(hf_config=str(cut), reuse=False)
     assert all(t.reused > 0 for t in a[0].traces.values())
+    assert all(t.skipped == t.reused for name, t in a[0].traces.items() if name != "train")
     assert all(t.reused == 0 for t in b[0].traces.values())
     for d in (a[1], b[1]):
         d.pop("timings", None)
     assert a[1] == b[1]
+
+
+def test_cli_no_reuse_gives_the_same_report(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from npuport.cli.main import cli
+
+    cfg = _cut(CONFIGS[[c.stem for c in CONFIGS].index("tinyllama-1.1b")], tmp_path)
+    outs = []
+    for extra in ([], ["--no-reuse"]):
+        out = tmp_path / f"r{len(outs)}.json"
+        res = CliRunner().invoke(cli, ["audit", "--hf", str(cfg), "--scenario", "prefill:seq=64", "--format", "json",
+                                       "-o", str(out), "--quiet", *extra])
+        assert res.exit_code == 0, res.output
+        data = json.loads(out.read_text())
+        data.pop("timings", None)
+        outs.append(data)
+    assert outs[0] == outs[1]
