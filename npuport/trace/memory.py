@@ -81,6 +81,7 @@ class MemoryTracker(TorchDispatchMode):
         # open watches of the highest live bytes and the module then running (npuport.trace.reuse measures a
         # template layer's rise above its entry with one)
         self._watches: list[list[Any]] = []
+        self.before = 0  # live bytes before the last op's outputs were counted
         if recorder is not None:
             recorder.memory = self
 
@@ -139,12 +140,13 @@ class MemoryTracker(TorchDispatchMode):
     def unwatch(self, w: list[Any]) -> None:
         self._watches.remove(w)
 
-    def replay(self, rise: int, module: str, kept: int) -> None:
-        """A layer skipped in inference: its transient high (`rise` above the live bytes now, while `module` ran)
-        and `kept` bytes it would have left alive besides its outputs (a cache's new entries), never freed."""
+    def replay(self, rise: int, module: str, kept: int, phase: str = "forward") -> None:
+        """A layer that did not run (npuport.trace.reuse): its transient high (`rise` above the live bytes now, while
+        `module` ran) and the bytes it leaves alive besides its outputs and their gradients: what a forward keeps
+        (a cache's new entries, activations for backward), negative where a backward frees them."""
         high = self.live + rise
         if high > self.result.peak:
-            self.result.peak, self.result.peak_module, self.result.peak_phase = high, module, "forward"
+            self.result.peak, self.result.peak_module, self.result.peak_phase = high, module, phase
         for w in self._watches:
             if high > w[0]:
                 w[0], w[1] = high, module
@@ -159,6 +161,7 @@ class MemoryTracker(TorchDispatchMode):
         return out
 
     def _seen(self, out: Any) -> None:
+        self.before = self.live
         if isinstance(out, torch.Tensor):
             self._count(out)
         else:
@@ -166,6 +169,14 @@ class MemoryTracker(TorchDispatchMode):
                 if isinstance(t, torch.Tensor):
                     self._count(t)
         self._mark()
+
+    def saved_under(self, path: str) -> dict[str, int]:
+        """What the forwards of the submodules of `path` left alive so far, by path relative to it ('.mlp')."""
+        return {k[len(path):]: v for k, v in self._saved_by.items() if path and k.startswith(path + ".")}
+
+    def add_saved(self, name: str, n: int) -> None:
+        """What a module that did not run would have left alive (npuport.trace.reuse)."""
+        self._saved_by[name] += n
 
     # -- what each module's forward leaves alive -----------------------------------------------------------------
     def _pre(self, module: torch.nn.Module, args: object) -> None:
@@ -177,8 +188,12 @@ class MemoryTracker(TorchDispatchMode):
         start = self._entry.pop()
         if torch.is_grad_enabled() and torch._C._current_autograd_node() is None:
             name = self.stack.names.get(module)
+            if name is None:  # made during forward: named below its parent as the module stack names it (the
+                # stack's own hook, registered first, has already popped it)
+                parent = self.stack.current()
+                name = f"{parent}.<{type(module).__name__}>" if parent else f"<{type(module).__name__}>"
             if name != "":  # the root is the whole step: `saved` is its total
-                self._saved_by[name or f"<{type(module).__name__}>"] += self.live - start
+                self._saved_by[name] += self.live - start
 
     def forward_done(self) -> None:
         """Call when forward has returned (before backward): what is alive beyond weights and inputs is kept."""

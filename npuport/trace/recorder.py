@@ -26,7 +26,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from npuport.trace import collectives, naming
 from npuport.trace.modules import ModuleStack
 from npuport.trace.records import ApiFrame, CollectiveCall, OpCall, Phase, TensorMeta, TensorRef, Trace
-from npuport.trace.reuse import LayerReuse, ReuseTag
+from npuport.trace.reuse import META_KEY, LayerReuse, ReuseTag
 
 _NOT_OPERATORS = frozenset({"prim", "profiler"})
 
@@ -40,7 +40,7 @@ def _dtensor_type() -> type | None:
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _NPUPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SKIP_PREFIXES = (_TORCH_DIR, _NPUPORT_DIR, "<frozen", os.path.dirname(os.__file__) + os.sep + "contextlib.py")
-_META_KEY = "npuport"
+_META_KEY = META_KEY
 # Property reads and trivial metadata queries never dispatch compute; skip them before any bookkeeping.
 _FAST_NAMES = frozenset({"__get__", "__set__", "dim", "size", "numel", "is_floating_point", "__len__", "stride"})
 
@@ -164,6 +164,8 @@ class _OpRecorder(TorchDispatchMode):
                 if type(tag) is ReuseTag:  # its backward: counted here, copied when the step is over
                     self.reuse.skip_backward(tag, args, kwargs, out)
                     return out
+                if tag is None and self.reuse.accumulating(node):  # a skipped copy's weight gradient stored
+                    return out
         if collectives.is_collective(func):
             self._record_collective(func, args, kwargs, out)
         else:
@@ -226,6 +228,8 @@ class _OpRecorder(TorchDispatchMode):
             tag = node.metadata.get(_META_KEY)  # type: ignore[attr-defined]  # torch's stub types Node.metadata as a method; it is a property
             module, module_type, source, api, frame_id = tag if tag else ("", "", None, "backward", None)
             api = f"backward of {api}" if tag else api
+            if self.reuse is not None and module:
+                self.reuse.recorded_backward(module)
         else:
             phase = "forward"
             module, module_type = self.modules.current_frame()

@@ -19,6 +19,7 @@ placed where the copy's backward began, and a note says so). `--no-reuse` record
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,6 +29,8 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from npuport.trace.records import ApiFrame, OpCall, TensorMeta, Trace
 
+META_KEY = "npuport"  # where the recorder tags autograd nodes (Node.metadata)
+_META_KEY = META_KEY
 # attributes that differ between otherwise identical layers and select only their own state (a KV-cache slot)
 _OWN_INDEX = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "idx", "block_idx", "block_id"})
 _PRIMITIVE = (bool, int, float, str, type(None))
@@ -67,6 +70,17 @@ class Template:
     rise: int = 0
     rise_module: str = ""
     kept: int = 0
+    # training: which inputs its graph keeps for backward, the gradients of its outputs and inputs as they ran
+    # (position -> (id, _Out)), what its submodules' forwards left alive, the rise of its own backward above the
+    # live bytes when it began (its skipped copies' backward highs, settled at finish)
+    train: bool = False
+    saves: tuple[bool, ...] = ()
+    grad_out: dict[int, tuple[int, _Out]] = field(default_factory=dict)
+    grad_in: dict[int, tuple[int, _Out]] = field(default_factory=dict)
+    saved_by: dict[str, int] = field(default_factory=dict)
+    rise_backward: int | None = None
+    backward_span: list[int] | None = None
+    accumulations: set[int] = field(default_factory=set)  # indices of its weights' AccumulateGrad calls
 
 
 @dataclass
@@ -85,6 +99,12 @@ class _Copy:
     ids: dict[int, int]
     frames: dict[int, int]
     runs: list[_Run] = field(default_factory=list)
+    skipped: bool = False  # did not run: its backward is one replayed node (_Replay), its calls copied whole
+    kept: int = 0  # bytes its forward would have kept for backward (replayed, freed by its backward)
+    # the replayed node's gradients, by position: of its outputs (received) and of its inputs (made); mapped to the
+    # template's at finish (its gradients are seen when its backward runs, after every copy's)
+    grads_out: dict[int, int] = field(default_factory=dict)
+    grads_in: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -96,6 +116,7 @@ class _Pending:
     skip: bool = False  # a copy in inference: its forward is not run (LayerReuse._forward)
     watch: list | None = None  # the memory tracker's watch over a template that may be skipped later
     live: int = 0
+    grad_in: dict[int, tuple[int, _Out]] = field(default_factory=dict)
     start: int = 0
     frames_start: int = 0
     collectives_start: int = 0
@@ -179,6 +200,13 @@ class LayerReuse:
         self.skipped = 0  # of those, calls that did not run (inference)
         self.memory: Any = None  # the MemoryTracker of the step, when there is one (it sets itself here)
         self._forwards: list[tuple[torch.nn.Module, Any]] = []
+        # a skipped copy's backward high (live bytes when it began + its template's measured rise), settled when the
+        # template's own backward (the group's last) has run
+        self._deferred: list[tuple[int, Template]] = []
+        # weights by id(): a skipped copy's (their AccumulateGrad ops are in the copied calls, not recorded again)
+        # and a training template's (their AccumulateGrad calls are part of what is copied)
+        self._skipped_weights: set[int] = set()
+        self._template_weights: dict[int, Template] = {}
 
     # -- hooks -----------------------------------------------------------------------------------------------------
     def __enter__(self) -> LayerReuse:
@@ -212,17 +240,72 @@ class LayerReuse:
 
     def _stand_in(self, tpl: Template) -> Any:
         """The outputs of a copy that does not run: empty tensors of the template's outputs' shapes, strides and
-        dtypes (the allocations its outputs are), after replaying its transient memory and what it keeps."""
+        dtypes (the allocations its outputs are), after replaying its transient memory and what it keeps. In
+        training they come out of one autograd node (_Replay) whose backward replays the template's."""
         assert tpl.skip is not None
         spec, leaves = tpl.skip
+        pend = self._pending[-1]
+        mod = pend.module
+        path = self.names.get(mod, "") if mod is not None else ""
         if self.memory is not None:
-            mod = self._pending[-1].module if self._pending else None
-            path = self.names.get(mod, "") if mod is not None else ""
             self.memory.replay(tpl.rise, _rename(tpl.rise_module, tpl.path, path), tpl.kept)
-        made = [torch.empty_strided(x.shape, x.stride, dtype=x.dtype, device=x.device) if isinstance(x, _Out) else x
-                for x in leaves]
+            for rel, n in tpl.saved_by.items():
+                self.memory.add_saved(path + rel, n)
         self.skipped += 1
-        return tree_unflatten(made, spec)
+        outs = [x for x in leaves if isinstance(x, _Out)]
+        if tpl.train:
+            tensors = pend.tensors or []
+            params = [(n, t) for n, t in _state(mod) if t.requires_grad] if mod is not None else []
+            self._skipped_weights.update(id(t) for _, t in params)
+            flows = [t for t in tensors if t.requires_grad]
+            saved = [t for t, keep in zip(tensors, tpl.saves) if keep]
+            serial = self.ctx.reuse_tag.serial if self.ctx.reuse_tag is not None else len(self.copies)
+            made_t = _Replay.apply(self, serial, outs, flows, [n for n, _ in params], saved, *flows,
+                                   *(t for _, t in params))
+            node = next((t.grad_fn for t in made_t if t.grad_fn is not None), None)
+            if node is not None:
+                node.metadata[_META_KEY] = ReuseTag(serial)  # type: ignore[attr-defined]  # a property
+            it = iter(made_t)
+        else:
+            it = iter([torch.empty_strided(x.shape, x.stride, dtype=x.dtype, device=x.device) for x in outs])
+        return tree_unflatten([next(it) if isinstance(x, _Out) else x for x in leaves], spec)
+
+    def _replay_backward(self, serial: int, grads: tuple, flows: list[_Out], params: list[tuple[str, _Out]]) -> tuple:
+        """A skipped copy's backward: the gradients of its inputs and weights as empty tensors, its memory replayed
+        (the rise its group's measured backward had, the bytes its forward kept freed), its calls placed here."""
+        copy = self.copies[serial]
+        tpl = copy.template
+        copy.runs.append(_Run(len(self.trace.calls), next(self._order)))
+        if self.memory is not None:
+            self._deferred.append((self.memory.live, tpl))
+            self.memory.replay(0, "", -copy.kept, phase="backward")
+        tid = self.ctx.tid
+        differentiable = [g for g in grads]
+        for pos, g in enumerate(differentiable):
+            if isinstance(g, torch.Tensor):
+                copy.grads_out[pos] = tid(g)
+        out: list[torch.Tensor | None] = []
+        for pos, meta in enumerate(flows):
+            # shaped as the input (the template's gradient, seen later, has its shape; a contiguous layout)
+            g = torch.empty(meta.shape, dtype=meta.dtype, device=meta.device)
+            copy.grads_in[pos] = tid(g)
+            out.append(g)
+        for _, meta in params:
+            out.append(torch.empty_strided(meta.shape, meta.stride, dtype=meta.dtype, device=meta.device))
+        return tuple(out)
+
+    def accumulating(self, node: Any) -> bool:
+        """An op of an AccumulateGrad node (a weight's gradient stored): True for a skipped copy's weight (its calls
+        come with the template's copied ones); a template's weight marks the call it is about to record."""
+        var = getattr(node, "variable", None)
+        if var is None:
+            return False
+        if id(var) in self._skipped_weights:
+            return True
+        tpl = self._template_weights.get(id(var))
+        if tpl is not None:
+            tpl.accumulations.add(len(self.trace.calls))
+        return False
 
     def _pre(self, mod: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         ctx = self.ctx
@@ -243,11 +326,18 @@ class LayerReuse:
         if key not in self.templates and key not in self.unusable:
             pend.inputs = tuple(ctx.tid(t) for t in tensors)
             pend.params = {n: ctx.tid(t) for n, t in _state(mod)}
-            if not torch.is_grad_enabled():  # inference: its copies can be skipped, their memory replayed from it
-                pend.tensors = tensors
-                if self.memory is not None:
-                    pend.watch, pend.live = self.memory.watch(), self.memory.live
+            # its copies may be skipped, their memory replayed from what it did
+            pend.tensors = tensors
+            if self.memory is not None:
+                pend.watch, pend.live = self.memory.watch(), self.memory.live
+            if torch.is_grad_enabled():  # the gradients of its inputs as they come: a skipped copy's are made alike
+                for pos, t in enumerate(x for x in tensors if x.requires_grad):
+                    t.register_hook(functools.partial(self._grad_seen, pend.grad_in, pos))
         self._pending.append(pend)
+
+    def _grad_seen(self, into: dict[int, tuple[int, _Out]], pos: int, grad: torch.Tensor) -> None:
+        if isinstance(grad, torch.Tensor) and pos not in into:
+            into[pos] = (self.ctx.tid(grad), _Out(tuple(grad.shape), tuple(grad.stride()), grad.dtype, grad.device))
 
     def _post(self, mod: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         pend = self._pending.pop() if self._pending else None
@@ -270,7 +360,7 @@ class LayerReuse:
         tpl = Template(path=self.names.get(mod, ""), start=pend.start, end=len(self.trace.calls),
                        frames=tuple(i for i in self.trace.frames if i >= pend.frames_start), inputs=pend.inputs,
                        params=pend.params, outputs=tuple(self.ctx.tid(t) for t in outs))
-        if not torch.is_grad_enabled() and pend.tensors is not None:
+        if pend.tensors is not None:
             self._skip_profile(tpl, mod, pend, leaves, spec, outs)
         self.templates[pend.key] = tpl
 
@@ -280,9 +370,11 @@ class LayerReuse:
         outputs are new tensors (no input or weight returned or viewed) and its other results plain values."""
         if any(not isinstance(x, (torch.Tensor, *_PRIMITIVE)) for x in leaves):
             return  # a cache object or another stateful result: copies run (dormant)
-        if any(t.requires_grad or t.layout != torch.strided for t in outs):
+        train = torch.is_grad_enabled()
+        if any(t.layout != torch.strided or t.requires_grad and not train for t in outs):
             return
-        known = {_storage(t) for t in itertools.chain(pend.tensors or (), (t for _, t in _state(mod)))}
+        tensors = pend.tensors or []
+        known = {_storage(t) for t in itertools.chain(tensors, (t for _, t in _state(mod)))}
         stores = [_storage(t) for t in outs]
         if any(st in known for st in stores) or len(set(stores)) != len(stores):
             return
@@ -290,6 +382,22 @@ class LayerReuse:
             high, module = pend.watch
             tpl.rise, tpl.rise_module = high - pend.live, module
             tpl.kept = self.memory.live - pend.live - sum(t.untyped_storage().nbytes() for t in outs)
+            if train:  # what its submodules' forwards left alive (the memory tracker's saved_by_module)
+                tpl.saved_by = self.memory.saved_under(tpl.path)
+        if train:
+            if any(not t.requires_grad and t.is_floating_point() for t in outs):
+                return
+            tpl.train = True
+            self._template_weights.update((id(t), tpl) for _, t in _state(mod) if t.requires_grad)
+            dormant, self.ctx.dormant = self.ctx.dormant, True  # reading saved tensors dispatches a detach
+            try:
+                saved = _saved_storages(outs, tpl.path)
+            finally:
+                self.ctx.dormant = dormant
+            tpl.saves = tuple(_storage(t) in saved for t in tensors)
+            tpl.grad_in = pend.grad_in
+            for pos, t in enumerate(x for x in outs if x.requires_grad):
+                t.register_hook(functools.partial(self._grad_seen, tpl.grad_out, pos))
         tpl.skip = (spec, [_Out(tuple(x.shape), tuple(x.stride()), x.dtype, x.device) if isinstance(x, torch.Tensor)
                            else x for x in leaves])
 
@@ -316,7 +424,7 @@ class LayerReuse:
         frames = {old: self._copy_frame(trace.frames[old], ids, tpl.path, path) for old in tpl.frames}
         for call in trace.calls[tpl.start:tpl.end]:
             trace.calls.append(self._copy_call(call, ids, frames, tpl.path, path, len(trace.calls)))
-        self.copies[len(self.copies)] = _Copy(tpl, path, ids, frames)
+        self.copies[len(self.copies)] = _Copy(tpl, path, ids, frames, skipped=pend.skip, kept=tpl.kept)
         self.copied += 1
 
     def _id(self, ids: dict[int, int], tid: int) -> int:
@@ -349,7 +457,10 @@ class LayerReuse:
     def skip_backward(self, tag: ReuseTag, args: tuple, kwargs: dict, out: Any) -> None:
         """One backward op of a copy's autograd node: its tensors' ids noted in the current run, its call copied from
         the template's at finish()."""
-        runs = self.copies[tag.serial].runs
+        copy = self.copies.get(tag.serial)
+        if copy is None or copy.skipped:  # the replayed node's own allocations: placed by _replay_backward
+            return
+        runs = copy.runs
         position = len(self.trace.calls)
         if not runs or runs[-1].position != position:
             runs.append(_Run(position, next(self._order)))
@@ -358,19 +469,52 @@ class LayerReuse:
         outs = tuple(tid(t) for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor))
         runs[-1].ops.append((ins, outs))
 
+    def recorded_backward(self, module: str) -> None:
+        """A recorded backward op of `module`: a training template's own backward is measured (live bytes before its
+        first op, the highest while its ops run) for the rise of its skipped copies' backward."""
+        if self.memory is None:
+            return
+        for tpl in self.templates.values():
+            if tpl.train and _under(module, tpl.path):
+                if tpl.backward_span is None:
+                    tpl.backward_span = [self.memory.before, self.memory.live]
+                tpl.backward_span[1] = max(tpl.backward_span[1], self.memory.live)
+                tpl.rise_backward = tpl.backward_span[1] - tpl.backward_span[0]
+                return
+
     def finish(self) -> None:
         """Put each copy's backward records where its backward ran, then number every call in order."""
         trace = self.trace
+        if self.memory is not None:  # the skipped copies' backward highs, now that their templates' rise is known
+            result = self.memory.result
+            for live, tpl in self._deferred:
+                high = live + (tpl.rise_backward or 0)
+                if high > result.peak:
+                    result.peak, result.peak_module, result.peak_phase = high, "", "backward"
         inserts: list[tuple[int, int, list[OpCall]]] = []
-        backward_of: dict[str, list[OpCall]] = {}
+        backward_of: dict[tuple[str, bool], list[OpCall]] = {}
         for copy in self.copies.values():
             if not copy.runs:
                 continue
             tpl = copy.template
-            if tpl.path not in backward_of:
-                backward_of[tpl.path] = [c for c in trace.calls if c.phase == "backward" and _under(c.module, tpl.path)]
-            source = backward_of[tpl.path]
+            key = (tpl.path, copy.skipped)
+            if key not in backward_of:
+                # a skipped copy's calls include its weights' AccumulateGrad calls, interleaved as the template's ran
+                backward_of[key] = [c for c in trace.calls if c.phase == "backward" and (
+                    _under(c.module, tpl.path) or copy.skipped and c.index in tpl.accumulations)]
+            source = backward_of[key]
             ran = [op for r in copy.runs for op in r.ops]
+            if copy.skipped:
+                ids = dict(copy.ids)
+                for pos, real in copy.grads_out.items():
+                    if pos in tpl.grad_out:
+                        ids[tpl.grad_out[pos][0]] = real
+                for pos, real in copy.grads_in.items():
+                    if pos in tpl.grad_in:
+                        ids[tpl.grad_in[pos][0]] = real
+                copied = [self._copy_call(c, ids, copy.frames, tpl.path, copy.path, 0) for c in source]
+                inserts.append((copy.runs[0].position, copy.runs[0].order, copied))
+                continue
             if len(ran) == len(source):
                 copied = self._copy_backward(source, ran, copy)
             else:
@@ -436,6 +580,55 @@ def _tensor_args(args: tuple, kwargs: dict) -> list[torch.Tensor]:
 
 def _storage(t: torch.Tensor) -> int:
     return int(t.untyped_storage()._cdata)
+
+
+def _saved_storages(outs: list[torch.Tensor], path: str) -> set[int]:
+    """The storages the autograd nodes a template created keep for backward (its inputs among them, or not)."""
+    found: set[int] = set()
+    todo: list[Any] = [t.grad_fn for t in outs if t.grad_fn is not None]
+    seen: set[int] = set()
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        tag = node.metadata.get(_META_KEY)  # type: ignore[attr-defined]  # a property, typed as a method
+        if not (isinstance(tag, tuple) and tag and isinstance(tag[0], str) and _under(tag[0], path)):
+            continue  # made outside the template: its graph ends here
+        for name in dir(node):
+            if not name.startswith("_saved_"):
+                continue
+            try:
+                value = getattr(node, name)
+            except Exception:  # noqa: BLE001 - a saved value freed or not readable: nothing kept
+                continue
+            for v in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(v, torch.Tensor) and v.layout == torch.strided:
+                    found.add(_storage(v))
+        todo.extend(nxt for nxt, _ in node.next_functions)
+    return found
+
+
+class _Replay(torch.autograd.Function):
+    """A skipped copy as one autograd node: forward makes its outputs, backward the gradients of its inputs and
+    weights (LayerReuse._replay_backward); it keeps what the template's graph kept of its inputs."""
+
+    @staticmethod
+    def forward(ctx: Any, reuse: LayerReuse, serial: int, outs: list[_Out], flows: list[torch.Tensor],
+                params: list[str], saved: list[torch.Tensor], *tensors: torch.Tensor) -> Any:
+        ctx.reuse, ctx.serial = reuse, serial
+        ctx.flows = [_Out(tuple(t.shape), tuple(t.stride()), t.dtype, t.device) for t in flows]
+        ctx.params = [(n, _Out(tuple(t.shape), tuple(t.stride()), t.dtype, t.device))
+                      for n, t in zip(params, tensors[len(flows):])]
+        ctx.save_for_backward(*saved)
+        made = tuple(torch.empty_strided(x.shape, x.stride, dtype=x.dtype, device=x.device) for x in outs)
+        ctx.mark_non_differentiable(*(t for t in made if not t.is_floating_point()))
+        return made
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        return (None, None, None, None, None, None, *ctx.reuse._replay_backward(ctx.serial, grads, ctx.flows,
+                                                                                ctx.params))
 
 
 def _state(mod: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:

@@ -37,12 +37,12 @@ class Block(nn.Module):
 
 
 class Net(nn.Module):
-    def __init__(self, dim: int = 16) -> None:
+    def __init__(self, dim: int = 16, shared: bool = False) -> None:
         super().__init__()
         self.embed = nn.Embedding(50, dim)
         # four plain layers, two gated ones (another configuration: a group of their own)
         self.layers = nn.ModuleList([Block(dim, i, gated=i in (2, 4)) for i in range(6)])
-        self.scale = nn.Parameter(torch.ones(dim))
+        self.scale = nn.Parameter(torch.ones(dim), requires_grad=shared)  # passed into every layer
         self.head = nn.Linear(dim, 50)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -53,11 +53,11 @@ class Net(nn.Module):
         return self.head(x)
 
 
-def _trace(train: bool, reuse: bool, fake=None):
+def _trace(train: bool, reuse: bool, fake=None, shared: bool = False):
     fake = fake or new_fake_mode()
     with fake:
         torch.manual_seed(0)
-        net = Net()
+        net = Net(shared=shared)
         ids = torch.randint(0, 50, (2, 8))
     with fake, Recorder(net, "train" if train else "prefill", reuse=reuse) as rec, MemoryTracker(rec.stack, rec) as mem:
         mem.seed(net, [ids])
@@ -109,8 +109,8 @@ def test_reused_trace_is_the_recorded_trace(train: bool) -> None:
     reused = _trace(train, reuse=True)
     # layers 1 and 3 copy layer 0, layer 4 copies layer 2; layer 5 (a longer input) is recorded
     assert reused.reused == 3 and full.reused == 0
-    # in inference the copies do not run: their outputs are made and their memory replayed from the template's
-    assert reused.skipped == (0 if train else 3)
+    # the copies do not run: their outputs (and in training their gradients) are made, their memory replayed
+    assert reused.skipped == 3
     assert reused.memory.to_json() == full.memory.to_json()
     assert reused.memory.peak > reused.memory.weights
     assert len(reused.calls) == len(full.calls)
@@ -122,6 +122,19 @@ def test_reused_trace_is_the_recorded_trace(train: bool) -> None:
     # the copies' composite frames are their own, named by their module
     sdpa = [f.module for f in reused.frames.values() if f.op.endswith("scaled_dot_product_attention")]
     assert sorted(sdpa) == [f"layers.{i}" for i in range(6)]
+
+
+def test_a_gradient_summed_across_layers_keeps_everything_but_its_links() -> None:
+    """A weight passed into every layer (not one of its own): its gradient is summed across the layers, and between
+    skipped layers that running sum is a tensor no op of theirs showed: the calls, their order, shapes and the memory
+    are the recorded ones; only the link from one layer's partial sum to the next is not."""
+    full = _trace(True, reuse=False, shared=True)
+    reused = _trace(True, reuse=True, shared=True)
+    a, b = _flow(full), _flow(reused)
+    assert [x[:-1] for x in a] == [y[:-1] for y in b]
+    differ = [x for x, y in zip(a, b) if x[-1] != y[-1]]
+    assert differ and all(x[0] == "aten::add.Tensor" and x[1] == "backward" for x in differ)
+    assert reused.memory.to_json() == full.memory.to_json()
 
 
 def test_audit_is_the_same_without_reuse(tmp_path: Path) -> None:
