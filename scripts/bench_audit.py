@@ -77,7 +77,9 @@ print(json.dumps({"imports_s": imports, "audit_s": wall, "bare_s": bare, "no_reu
 def run_once(config: Path, bare: bool, no_reuse: bool) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", CHILD, str(config), str(int(bare)), str(int(no_reuse))],
-                         capture_output=True, text=True, env=env, check=True)
+                         capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"bench_audit: the audit of {config} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
