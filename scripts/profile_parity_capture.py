@@ -71,7 +71,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--json")
-    ap.add_argument("--cprofile", help="write a cProfile of 10 captured steps here")
+    ap.add_argument("--cprofile", help="write a cProfile of 10 captured steps (and 10 one-shot captures) here")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the statistics kernel's block-size sweep")
     args = ap.parse_args()
 
     dev = parse_device(args.device)
@@ -153,11 +154,13 @@ def main() -> None:
         res["agreement"] = {"blobs": len(t), "checksums_equal": checks, "samples_equal": samples, "worst": worst}
         print(f"triton vs torch statistics: {len(t)} tensors, checksums equal {checks}, samples equal {samples}, "
               f"worst |min diff| {worst['min']:.3g}, |max diff| {worst['max']:.3g}, rel sum {worst['sum']:.3g}, rel norm {worst['norm']:.3g}")
-    if S.fused_available():
+    if S.fused_available() and not args.no_sweep:
         res["kernel_sweep"] = kernel_sweep(module, a, kw, sync)
+    res["ladder"] = ladder(module, a, kw, sync, plain, args.repeats)
     res["warnings_per_step"] = warnings_per_step(module, a, kw, sync)
     print(f"warnings raised per captured step: {res['warnings_per_step']}")
     res["host_breakdown"] = host_breakdown(module, a, kw, sync, args.repeats)
+    res["one_shot_breakdown"] = one_shot_breakdown(module, a, kw, sync, args.repeats)
     if args.cprofile:
         host_profile(module, a, kw, sync, args.cprofile)
     if args.json:
@@ -228,7 +231,6 @@ def host_breakdown(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], 
     statistics flushes (and within them the table + launches of the Triton path), building the entries, and the
     final copy, which waits for the device."""
     import npuport.parity.recorders as C
-    from npuport.parity import stats_triton as ST
 
     parts: dict[str, float] = {}
 
@@ -245,7 +247,7 @@ def host_breakdown(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], 
         return lambda: setattr(owner, name, orig)
 
     undo = [timed_fn(C.LeanStatsRecorder, "record", "record (incl. flushes)"), timed_fn(S.StatsBatcher, "flush", "flush"),
-            timed_fn(ST, "packed_rows", "flush: triton table + launches"), timed_fn(S.StatsBatcher, "_flush_torch", "flush: torch path"),
+            timed_fn(S, "packed_rows", "flush: triton table + launches"), timed_fn(S.StatsBatcher, "_flush_torch", "flush: torch path"),
             timed_fn(C.LeanStatsRecorder, "entries", "entries (layout changed)"), timed_fn(S.StatsBatcher, "finish", "final copy (waits for device)"),
             timed_fn(C.LeanStatsRecorder, "finish", "finish (all)")]
     per_step: dict[str, list[float]] = {}
@@ -272,6 +274,133 @@ def host_breakdown(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], 
     return out
 
 
+class _Hold:
+    """Diagnostic stand-in for the lean recorder: keeps every module call's arguments and output alive to the end of
+    the step and records nothing (what holding activations for the statistics costs the allocator)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def record(self, path: str, args: tuple, kwargs: dict, output: Any) -> None:
+        self.calls.append((args, kwargs, output))
+
+
+class _Ignore:
+    def record(self, path: str, args: tuple, kwargs: dict, output: Any) -> None:
+        return None
+
+
+def ladder(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], None], plain: Callable[[], None],
+           repeats: int) -> dict[str, float]:
+    """The steady step built up in parts, each the median ratio of pairs (plain forward of the bare model, then the
+    part): the wrappers calling a recorder that does nothing, one that only holds the tensors, the lean recorder with
+    the statistics queue switched off, and the whole step."""
+    opts = CaptureOptions(mode="stats", op_sequence=False)
+    dev = parse_device("cuda")
+
+    def with_stand_in(cap: Capturer, make: Callable[[], Any]) -> Callable[[], None]:
+        def step() -> None:
+            cap._lean_rec = make()
+            try:
+                with torch.no_grad():
+                    module(*a, **kw)
+            finally:
+                cap._lean_rec = None
+        return step
+
+    cap = Capturer(module, opts, modes_for(dev), sync)
+    add, flush, finish = S.StatsBatcher.add, S.StatsBatcher.flush, S.StatsBatcher.finish
+
+    def queue_off() -> None:
+        S.StatsBatcher.add = lambda self, *args_: False  # type: ignore[method-assign]
+        S.StatsBatcher.flush = lambda self: None  # type: ignore[method-assign]
+        S.StatsBatcher.finish = lambda self: S.StatsTable.empty()  # type: ignore[method-assign]
+
+    def queue_on() -> None:
+        S.StatsBatcher.add, S.StatsBatcher.flush, S.StatsBatcher.finish = add, flush, finish  # type: ignore[method-assign]
+
+    parts: list[tuple[str, Callable[[], Any], Callable[[], None], Callable[[], None]]] = [
+        ("wrappers, recorder does nothing", with_stand_in(cap, _Ignore), lambda: None, lambda: None),
+        ("wrappers, tensors held to step end", with_stand_in(cap, _Hold), lambda: None, lambda: None),
+        ("lean recorder, statistics off", lambda: cap.step(a, kw), queue_off, queue_on),
+        ("lean recorder + statistics (steady)", lambda: cap.step(a, kw), lambda: None, lambda: None),
+    ]
+    ratios: dict[str, list[float]] = {name: [] for name, *_ in parts}
+    print("steady step in parts (median ratio of plain/part pairs):")
+    for i in range(2 + repeats):
+        for name, fn, on, off in parts:
+            sync()
+            t0 = time.perf_counter()
+            plain()
+            sync()
+            t1 = time.perf_counter()
+            cap.__enter__()
+            on()
+            try:
+                sync()
+                t2 = time.perf_counter()
+                fn()
+                sync()
+                t3 = time.perf_counter()
+            finally:
+                off()
+                cap.__exit__(None, None, None)
+            if i >= 2:
+                ratios[name].append((t3 - t2) / (t1 - t0))
+    out = {name: statistics.median(r) for name, r in ratios.items()}
+    for name, r in out.items():
+        print(f"    {name:40s} {r:5.3f}x")
+    return out
+
+
+def one_shot_breakdown(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], None], repeats: int) -> dict[str, float]:
+    """Median host milliseconds per one-shot capture (`run_capture`: attach, one step, detach) in its parts."""
+    import npuport.parity.capture as CP
+    import npuport.parity.recorders as C
+
+    parts: dict[str, float] = {}
+
+    def timed_fn(owner: Any, name: str, label: str) -> Callable[[], None]:
+        orig = getattr(owner, name)
+
+        def wrapper(*args_: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return orig(*args_, **kwargs)
+            finally:
+                parts[label] = parts.get(label, 0.0) + time.perf_counter() - t0
+        setattr(owner, name, wrapper)
+        return lambda: setattr(owner, name, orig)
+
+    undo = [timed_fn(CP.Capturer, "__init__", "Capturer() (module names)"), timed_fn(CP.Capturer, "__enter__", "attach"),
+            timed_fn(CP.Capturer, "__exit__", "detach"), timed_fn(S, "auto_budget", "automatic budget"),
+            timed_fn(C.LeanStatsRecorder, "entries", "entries"), timed_fn(C.LeanStatsRecorder, "finish", "finish (all)"),
+            timed_fn(S.StatsBatcher, "flush", "flush")]
+    per: dict[str, list[float]] = {}
+    totals: list[float] = []
+    dev = parse_device("cuda")
+    opts = CaptureOptions(mode="stats", op_sequence=False)
+    try:
+        for i in range(2 + repeats):
+            parts.clear()
+            sync()
+            t0 = time.perf_counter()
+            CP.run_capture(module, a, kw, opts, modes_for(dev), sync)
+            totals.append(time.perf_counter() - t0)
+            if i >= 2:
+                for k, v in parts.items():
+                    per.setdefault(k, []).append(v)
+    finally:
+        for u in undo:
+            u()
+    out = {"one-shot": statistics.median(totals[2:]) * 1e3}
+    out.update({k: statistics.median(v) * 1e3 for k, v in per.items()})
+    print("host time per one-shot capture (median ms; wrappers add a little):")
+    for k, v in out.items():
+        print(f"    {k:34s} {v:7.3f}")
+    return out
+
+
 def host_profile(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], None], path: str) -> None:
     """cProfile of 10 captured steps (hooks attached once): where the host's time goes."""
     import cProfile
@@ -287,6 +416,16 @@ def host_profile(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], No
             cap.step(a, kw)
         prof.disable()
     buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(40)
+    from npuport.parity.capture import run_capture
+
+    opts = CaptureOptions(mode="stats", op_sequence=False)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(10):
+        run_capture(module, a, kw, opts, modes_for(parse_device("cuda")), sync)
+    prof.disable()
+    buf.write("\n\n10 one-shot captures (run_capture):\n")
     pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(40)
     Path(path).write_text(buf.getvalue())
 

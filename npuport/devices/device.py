@@ -208,7 +208,10 @@ def preserved_numerics() -> Iterator[None]:
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) != saved[:2]:
+            # only when changed: the call imports torch._inductor (1.2 s on a 2-core CPU), which comparing two
+            # records never needs
+            torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
         torch.set_float32_matmul_precision(saved[2])
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[3], saved[4]
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved[5], saved[6]

@@ -3,6 +3,8 @@ allocator holds unused), else what the host has available."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 HOST_DEFAULT = 8 << 30  # when even the host cannot say
@@ -17,10 +19,21 @@ def device_free_bytes(device: str | torch.device, include_cached: bool = False) 
         return None
     try:
         free, _ = backend.mem_get_info(dev)
-        cached = int(backend.memory_reserved(dev)) - int(backend.memory_allocated(dev)) if include_cached else 0
+        cached = _cached_unused(backend, dev) if include_cached else 0
     except Exception:  # a stand-in backend or an old runtime
         return None
     return int(free) + max(cached, 0)
+
+
+def _cached_unused(backend: Any, dev: torch.device) -> int:
+    """Reserved minus allocated bytes of the caching allocator, from one read of its nested statistics where the
+    backend has them: memory_reserved() and memory_allocated() each flatten every statistic into a new dict, about
+    a few hundred microseconds of host time together on an H200 host, paid by every stats-only capture session."""
+    nested = getattr(backend, "memory_stats_as_nested_dict", None)
+    stats = nested(dev) if nested is not None else None
+    if stats:
+        return int(stats["reserved_bytes"]["all"]["current"]) - int(stats["allocated_bytes"]["all"]["current"])
+    return int(backend.memory_reserved(dev)) - int(backend.memory_allocated(dev))
 
 
 def host_available_bytes() -> int | None:

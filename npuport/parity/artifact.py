@@ -8,22 +8,25 @@
 
 It is written into a hidden sibling directory and renamed into place at the end, manifest last: an interrupted
 record leaves no REF_DIR, and a directory without a manifest, or whose files do not match the hashes the
-manifest lists, is refused with one line (exit 2).
+manifest lists, is refused with one line (exit 2): tensors and stats when it is loaded, inputs and weights when they
+are first read. Loading maps tensors.safetensors and reads a tensor only when it is compared (LazyTensors).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from npuport.errors import NpuportError
@@ -122,10 +125,12 @@ def _shares(t: torch.Tensor) -> bool:
 
 
 def _sha256(path: Path) -> str:
+    """Over a memory map of the file: no copy, and the GIL is released while it hashes (files hash in parallel)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 24), b""):
-            h.update(chunk)
+        if os.fstat(fh.fileno()).st_size:
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                h.update(mm)
     return h.hexdigest()
 
 
@@ -138,22 +143,67 @@ def _stats_tensors(stats: Mapping[int, Stats]) -> dict[str, torch.Tensor]:
     return stats.to_tensors()
 
 
-class Artifact:
-    """A loaded artifact: the manifest, the capture, and lazy access to inputs and weights."""
+class LazyTensors(Mapping[int, torch.Tensor]):
+    """An artifact's full tensors {blob: tensor}, read when indexed. tensors.safetensors stays open as a memory map;
+    indexing maps that blob's bytes (no copy) and keeps nothing, so a comparison holds in memory only the pair it
+    compares, and a tensor that is never compared (an entry on one side only) is never read."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], capture: Capture) -> None:
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._file: Any = None
+        self._names: dict[int, str] = {}
+        if path is not None:
+            try:
+                self._file = safe_open(str(path), framework="pt")
+                self._names = {int(k[1:]): k for k in self._file.keys()}
+            except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+                raise NpuportError(f"artifact {path.parent} is corrupt: {path.name} cannot be read", "a safetensors file", str(exc)) from None
+
+    def __getitem__(self, blob: int) -> torch.Tensor:
+        name = self._names[blob]  # KeyError for a blob kept as statistics only, as a dict
+        try:
+            return self._file.get_tensor(name)
+        except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+            raise NpuportError(f"artifact {self.path} is corrupt: {name} cannot be read", "a safetensors file", str(exc)) from None
+
+    def __contains__(self, blob: object) -> bool:
+        return blob in self._names
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+_READ_ON_USE = ("inputs.safetensors", "weights.safetensors")  # hash-checked when read (Artifact.inputs / weights)
+
+
+class Artifact:
+    """A loaded artifact: the manifest, the capture (full tensors read on use), and lazy access to inputs and
+    weights, whose files are checked against their hashes when first read (comparing two records reads neither)."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], capture: Capture, verify: bool = True) -> None:
         self.path = path
         self.manifest = manifest
         self.capture = capture
+        self.verify = verify
+        self._checked: set[str] = set()
 
     def inputs(self) -> list[torch.Tensor]:
-        data = _load(self.path, "inputs.safetensors", self.manifest)
+        data = self._read("inputs.safetensors")
         return [data[f"i{n}"] for n in range(len(data))]
 
     def weights(self) -> dict[str, torch.Tensor] | None:
         if "weights.safetensors" not in self.manifest["files"]:
             return None
-        return _load(self.path, "weights.safetensors", self.manifest)
+        return self._read("weights.safetensors")
+
+    def _read(self, name: str) -> dict[str, torch.Tensor]:
+        if self.verify and name not in self._checked and name in self.manifest.get("files", {}):
+            check_hashes(self.path, self.manifest, [name])
+            self._checked.add(name)
+        return _load(self.path, name, self.manifest)
 
 
 def load_artifact(path: str | Path, verify: bool = True) -> Artifact:
@@ -177,30 +227,48 @@ def load_artifact(path: str | Path, verify: bool = True) -> Artifact:
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA or not manifest.get("complete"):
         got = manifest.get("schema") if isinstance(manifest, dict) else type(manifest).__name__
         raise NpuportError(f"{mpath} is not a complete npuport parity artifact", f"schema {SCHEMA} with complete: true", str(got))
-    for name, info in manifest.get("files", {}).items():
+    files = manifest.get("files", {})
+    for name, info in files.items():
         fpath = folder / name
         if not fpath.is_file():
             raise NpuportError(f"artifact {folder} is partial: {name} is missing", "every file the manifest lists", "missing")
-        if fpath.stat().st_size != info["bytes"] or (verify and _sha256(fpath) != info["sha256"]):
-            raise NpuportError(f"artifact {folder} is corrupt: {name} does not match its hash in the manifest",
-                               f"{info['bytes']} bytes, sha256 {info['sha256'][:16]}...", f"{fpath.stat().st_size} bytes")
+        if fpath.stat().st_size != info["bytes"]:
+            _mismatch(folder, name, info)
+    if verify:
+        check_hashes(folder, manifest, [n for n in files if n not in _READ_ON_USE])
     try:
         entries = [Entry.from_json(e) for e in manifest["entries"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise NpuportError(f"{mpath} is corrupt: bad entries", "entries written by npuport", repr(exc)) from None
-    full = {int(k[1:]): v for k, v in _load(folder, "tensors.safetensors", manifest).items()}
+    full = LazyTensors(folder / "tensors.safetensors" if "tensors.safetensors" in manifest.get("files", {}) else None)
     stats = _read_stats(_load(folder, "stats.safetensors", manifest))
     dist = {int(e["blob"]): e["dist"] for e in manifest["entries"] if "dist" in e}
     cap = Capture(manifest["capture_mode"], entries, full, stats, manifest.get("calls", {}),
                   manifest.get("module_sequence", {}).get("items", []), manifest.get("op_sequence", {}).get("items"),
                   manifest.get("warnings", []), dist=dist)
-    return Artifact(folder, manifest, cap)
+    return Artifact(folder, manifest, cap, verify)
+
+
+def check_hashes(folder: Path, manifest: dict[str, Any], names: list[str]) -> None:
+    """Each named file against its sha256 in the manifest, the files hashed in parallel (sha256 runs at about
+    1.5 GB/s on one core: the largest cost of loading a record; docs/performance.md)."""
+    if not names:
+        return
+    with ThreadPoolExecutor(max_workers=min(len(names), os.cpu_count() or 1)) as pool:
+        digests = list(pool.map(lambda n: _sha256(folder / n), names))
+    for name, digest in zip(names, digests):
+        if digest != manifest["files"][name]["sha256"]:
+            _mismatch(folder, name, manifest["files"][name])
+
+
+def _mismatch(folder: Path, name: str, info: dict[str, Any]) -> NoReturn:
+    raise NpuportError(f"artifact {folder} is corrupt: {name} does not match its hash in the manifest",
+                       f"{info['bytes']} bytes, sha256 {info['sha256'][:16]}...", f"{(folder / name).stat().st_size} bytes")
 
 
 def _load(folder: Path, name: str, manifest: dict[str, Any]) -> dict[str, torch.Tensor]:
     if name not in manifest.get("files", {}):
         return {}
-
     try:
         return load_file(str(folder / name))
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npuport.parity.entries import Capture, Entry
-from npuport.parity.metrics import Metrics, stats_metrics, tensor_metrics
+from npuport.parity.metrics import Metrics, stats_metrics_many, tensor_metrics
 from npuport.parity.tolerances import INTEGER, Tolerance, Tolerances
 
 JUDGED = ("out", "op", "grad", "grad_out")  # inputs are judged only to localise (they are someone's output)
@@ -109,12 +109,27 @@ class _Side:
         return blob in self.cap.full
 
 
+PairKey = tuple[int, int, int, str]  # (which pair: 0 dev-ref, 1 dev-golden, 2 ref-golden; blob; reference blob; basis)
+
+
+@dataclass
+class _Plan:
+    """One matched entry: its tolerance and the pairs whose metrics judge it."""
+
+    e: Entry
+    de: Entry
+    ge: Entry | None
+    tkey: str
+    tol: Tolerance
+    basis: str
+    golden: bool  # judged against the golden: pairs 1 and 2 as well
+
+
 def compare(ref: Capture, dev: Capture, tol: Tolerances, golden: Capture | None = None,
             allow_unmatched: bool = False) -> Comparison:
     r, d = _Side(ref), _Side(dev)
     g = _Side(golden) if golden is not None else None
-    cache: dict[tuple[int, int, int, str], Metrics] = {}
-    results: list[EntryResult] = []
+    plans: list[_Plan] = []
     missing: list[str] = []
     for e in sorted(ref.entries, key=lambda x: x.order):
         de = d.keys.get(e.key)
@@ -123,36 +138,62 @@ def compare(ref: Capture, dev: Capture, tol: Tolerances, golden: Capture | None 
         ge = g.keys.get(e.key) if g is not None else None
         if g is not None and ge is None and e.io in JUDGED:
             missing.append(e.key)
-        results.append(_judge(e, de, ge, r, d, g, tol, cache))
+        plans.append(_plan(e, de, ge, r, d, g, tol))
+    cache = _metrics(plans, r, d, g)
+    results = [_judge(p, cache, tol) for p in plans]
     ref_only = [e.key for e in ref.entries if e.key not in d.keys]
     dev_only = [e.key for e in dev.entries if e.key not in r.keys]
     return Comparison(results, ref_only, dev_only, missing, golden is not None, allow_unmatched)
 
 
-def _pair(a: Entry, b: Entry, sa: _Side, sb: _Side, basis: str, tol: Tolerance, side: int,
-          cache: dict[tuple[int, int, int, str], Metrics]) -> Metrics:
-    key = (side, a.blob, b.blob, basis)
-    if key not in cache:
-        if basis == "full":
-            cache[key] = tensor_metrics(sa.cap.full[a.blob], sb.cap.full[b.blob], tol.rtol, tol.atol, b.dtype)
-        else:
-            cache[key] = stats_metrics(sa.cap.stats_of(a.blob), sb.cap.stats_of(b.blob), tol.rtol, tol.atol, b.dtype)
-    return cache[key]
-
-
-def _judge(e: Entry, de: Entry, ge: Entry | None, r: _Side, d: _Side, g: _Side | None, tols: Tolerances,
-           cache: dict[tuple[int, int, int, str], Metrics]) -> EntryResult:
+def _plan(e: Entry, de: Entry, ge: Entry | None, r: _Side, d: _Side, g: _Side | None, tols: Tolerances) -> _Plan:
     tkey = tols.key_for(e.dtype)
-    tol = tols.by_dtype[tkey]
     sides = [(e, r), (de, d)] + ([(ge, g)] if ge is not None and g is not None else [])
     basis = "full" if all(s.full(x.blob) for x, s in sides) else "stats"
-    m = _pair(de, e, d, r, basis, tol, 0, cache)
+    against = ge is not None and g is not None and de.dtype == e.dtype and tkey != INTEGER
+    return _Plan(e, de, ge, tkey, tols.by_dtype[tkey], basis, against)
+
+
+def _pairs(p: _Plan, r: _Side, d: _Side, g: _Side | None) -> list[tuple[PairKey, Entry, Entry, _Side, _Side]]:
+    """(key, entry, reference entry, their sides) of each pair the plan needs, dev against ref first."""
+    out = [((0, p.de.blob, p.e.blob, p.basis), p.de, p.e, d, r)]
+    if p.golden and p.ge is not None and g is not None:
+        out.append(((1, p.de.blob, p.ge.blob, p.basis), p.de, p.ge, d, g))
+        out.append(((2, p.e.blob, p.ge.blob, p.basis), p.e, p.ge, r, g))
+    return out
+
+
+def _metrics(plans: list[_Plan], r: _Side, d: _Side, g: _Side | None) -> dict[PairKey, Metrics]:
+    """Every pair's metrics, each pair once: full tensors one pair at a time in entry order (read from the artifact
+    then, released after), statistics all in one batch (stats_metrics_many)."""
+    cache: dict[PairKey, Metrics] = {}
+    stats: dict[PairKey, tuple[Entry, Entry, _Side, _Side, Tolerance]] = {}
+    for p in plans:
+        for key, a, b, sa, sb in _pairs(p, r, d, g):
+            if key in cache or key in stats:
+                continue
+            if p.basis == "full":
+                cache[key] = tensor_metrics(sa.cap.full[a.blob], sb.cap.full[b.blob], p.tol.rtol, p.tol.atol, b.dtype)
+            else:
+                stats[key] = (a, b, sa, sb, p.tol)
+    if stats:
+        for side in (r, d, g):
+            if side is not None:
+                side.cap.prefetch_stats({x.blob for a, b, sa, sb, _ in stats.values() for x, s in ((a, sa), (b, sb)) if s is side})
+        pairs = [(sa.cap.stats_of(a.blob), sb.cap.stats_of(b.blob), t.rtol, t.atol, b.dtype) for a, b, sa, sb, t in stats.values()]
+        cache.update(zip(stats, stats_metrics_many(pairs)))
+    return cache
+
+
+def _judge(p: _Plan, cache: dict[PairKey, Metrics], tols: Tolerances) -> EntryResult:
+    e, de, ge, tkey, tol, basis = p.e, p.de, p.ge, p.tkey, p.tol, p.basis
+    m = cache[(0, de.blob, e.blob, basis)]
     if de.dtype != e.dtype:
         return EntryResult(e, m, tkey, False, f"dtype {de.dtype} vs reference {e.dtype}", "no tolerance: dtypes differ")
-    if ge is None or tkey == INTEGER or g is None:
+    if not p.golden or ge is None:
         return _absolute(e, m, tkey, tol)
-    mdev = _pair(de, ge, d, g, basis, tol, 1, cache)
-    mref = _pair(e, ge, r, g, basis, tol, 2, cache)
+    mdev = cache[(1, de.blob, ge.blob, basis)]
+    mref = cache[(2, e.blob, ge.blob, basis)]
     k = tol.k * (tols.stats_k_factor if basis == "stats" else 1.0)
     check = GoldenCheck(mdev.rel_l2, mref.rel_l2, k, tol.floor)
     if mdev.problem or mref.problem:

@@ -3,13 +3,13 @@ by module path and call index, pointing at a blob (a host copy or its statistics
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import torch
 
-from npuport.parity.stats import Stats, tensor_stats
+from npuport.parity.stats import Stats, StatsTable, tensor_stats
 
 ROOT = "<model>"
 
@@ -41,7 +41,7 @@ class Entry(NamedTuple):
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Entry":
-        return Entry(d["key"], d["module"], int(d["call"]), d["io"], d["leaf"], tuple(int(x) for x in d["shape"]),
+        return Entry(d["key"], d["module"], int(d["call"]), d["io"], d["leaf"], tuple(map(int, d["shape"])),
                      d["dtype"], int(d["blob"]), int(d["order"]), d.get("op"))
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class CaptureOptions:
 class Capture:
     mode: str
     entries: list[Entry]
-    full: dict[int, torch.Tensor]
+    full: Mapping[int, torch.Tensor]  # a dict from a live capture, LazyTensors from an artifact (artifact.py)
     stats: MutableMapping[int, Stats]  # a StatsTable from a stats capture or an artifact
     calls: dict[str, dict[str, Any]]  # call key -> {"spec": tree spec of {args, kwargs}, "blobs": [blob per tensor]}
     module_sequence: list[str]
@@ -77,6 +77,11 @@ class Capture:
         if blob not in self.stats:
             self.stats[blob] = tensor_stats(self.full[blob])
         return self.stats[blob]
+
+    def prefetch_stats(self, blobs: Iterable[int]) -> None:
+        """Make the `Stats` of many blobs at once before stats_of reads them one by one (StatsTable.prefetch)."""
+        if isinstance(self.stats, StatsTable):
+            self.stats.prefetch(blobs)
 
     def by_key(self) -> dict[str, Entry]:
         return {e.key: e for e in self.entries}

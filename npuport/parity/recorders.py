@@ -12,11 +12,12 @@ import torch
 from npuport.parity.entries import ROOT, Capture, CaptureOptions, Entry, call_key
 from npuport.parity.shards import local
 from npuport.parity.stats import StatsBatcher
-from npuport.parity.tree import flatten, leaf_paths, to_spec
+from npuport.parity.tree import call_leaves, flatten, leaf_paths, to_spec
 from npuport.trace.modules import ModuleStack
 from npuport.trace.naming import op_name
 
 _SMALL = 1 << 16  # bytes: tensors this small stay deduplicated across a statistics flush (position ids, masks)
+_Tensor = torch.Tensor  # read once per module call: a module global, not torch's attribute
 
 class Layout(NamedTuple):
     """What a lean step recorded besides the statistics, kept to recognise the next step as the same (see finish)."""
@@ -183,7 +184,7 @@ class LeanStatsRecorder:
     know which module is running while it runs (no op capture or op sequence, no fault or float64 mode, no backward,
     no `keep`), which is what `--stats-only` asks by default. Why: on an H200 a plain HF forward is host-bound (the
     device is busy about 60% of it), so every microsecond spent per module call is added to the step; see
-    docs/parity.md. `Capturer` calls `record` from a thin wrapper around each module's forward (`_wrap_forward`).
+    docs/parity.md. `Capturer` calls `record` from a thin wrapper around each module's forward (capture._wrapped).
 
     Entries, keys, orders and the module sequence are the same as `Recorder`'s (tested): inputs are read when the
     call returns instead of when it starts, so an input the module changes in place is reduced after the change;
@@ -194,10 +195,10 @@ class LeanStatsRecorder:
 
     def __init__(self, opts: CaptureOptions) -> None:
         self.batcher = StatsBatcher(opts.budget_bytes, fused={"auto": None, "triton": True, "torch": False}[opts.stats_kernel])
-        self.counts: dict[str, int] = {}
         # One record per module call, in the order the calls return (that order is the module sequence, and a
-        # record's position + 1 is its `order`): (path, call, in blob, out blob) for the common call of one tensor
-        # to one tensor, else (path, call, [(io, leaf, blob), ...]).
+        # record's position + 1 is its `order`; a call's index among its path's calls is counted when the entries are
+        # made): (path, in blob, out blob) for the common call of one tensor to one tensor, else
+        # (path, [(io, leaf, blob), ...]).
         self.calls: list[tuple[Any, ...]] = []
         self.meta: list[tuple[Any, Any]] = []  # (shape, dtype) per blob: read once per distinct tensor
         self.seen: dict[int, tuple[torch.Tensor, int, int]] = {}
@@ -208,11 +209,14 @@ class LeanStatsRecorder:
         version = t._version
         if hit is not None and hit[0] is t and hit[1] == version:
             return hit[2]
+        return self._new(t, version)
+
+    def _new(self, t: torch.Tensor, version: int) -> int:
         meta = self.meta
         blob = len(meta)
         meta.append((t.shape, t.dtype))
         held = t
-        if type(t) is not torch.Tensor:
+        if type(t) is not _Tensor:
             held, placed = local(t)
             if placed is not None:
                 self.dist[blob] = placed
@@ -222,20 +226,27 @@ class LeanStatsRecorder:
         return blob
 
     def record(self, path: str, args: tuple, kwargs: dict, output: Any) -> None:
-        counts = self.counts
-        call = counts.get(path, 0)
-        counts[path] = call + 1
-        blob = self.blob
-        if not kwargs and len(args) == 1 and type(args[0]) is torch.Tensor and type(output) is torch.Tensor:
-            self.calls.append((path, call, blob(args[0]), blob(output)))  # Linear, norms, activations, MLPs
-            return
+        """Runs once per module call inside the forward, so the common case is written out (no blob() calls)."""
+        if not kwargs and len(args) == 1:
+            x = args[0]
+            if type(x) is _Tensor and type(output) is _Tensor:  # Linear, norms, activations, MLPs
+                hit = self.seen.get(id(x))
+                version = x._version
+                a = hit[2] if hit is not None and hit[0] is x and hit[1] == version else self._new(x, version)
+                hit = self.seen.get(id(output))  # self.seen again: _new may have replaced it at a flush
+                version = output._version
+                b = hit[2] if hit is not None and hit[0] is output and hit[1] == version else self._new(output, version)
+                self.calls.append((path, a, b))
+                return
         leaves: list[tuple[str, torch.Tensor]] = []
-        flatten(args, ".args", leaves)
-        if kwargs:
-            flatten(kwargs, ".kwargs", leaves)
+        call_leaves(args, kwargs, leaves)
         n_in = len(leaves)
-        flatten(output, "", leaves)
-        self.calls.append((path, call, [("in" if i < n_in else "out", leaf, blob(t)) for i, (leaf, t) in enumerate(leaves)]))
+        if type(output) is _Tensor:
+            leaves.append(("", output))
+        else:
+            flatten(output, "", leaves)
+        blob = self.blob
+        self.calls.append((path, [("in" if i < n_in else "out", leaf, blob(t)) for i, (leaf, t) in enumerate(leaves)]))
 
     def finish(self, warns: list[str], synchronize: Callable[[], None], layout: "Layout | None" = None) -> Capture:
         """The step's Capture. `layout` is the previous step's (same Capturer): a loop that captures every step
@@ -245,27 +256,34 @@ class LeanStatsRecorder:
         if layout is not None and layout.calls == self.calls and layout.meta == self.meta:
             entries, mods = list(layout.entries), list(layout.mods)
         else:
-            entries, mods = self.entries(), [call_key(c[0], c[1]) for c in self.calls]
+            entries, mods = self.entries()
         self.layout = Layout(self.calls, self.meta, entries, mods)
         self.seen.clear()
         stats = self.batcher.finish()
         synchronize()
         return Capture("stats", entries, {}, stats, {}, mods, None, warns, stats_kernels=set(self.batcher.kernels), dist=self.dist)
 
-    def entries(self) -> list[Entry]:
+    def entries(self) -> tuple[list[Entry], list[str]]:
+        """The entries and the module sequence (call keys), counting each path's calls on the way."""
         names = {d: str(d).removeprefix("torch.") for d in {m[1] for m in self.meta}}
         meta = [(shape, names[dtype]) for shape, dtype in self.meta]
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (once per captured tensor); shapes stay torch.Size.
         make = tuple.__new__
         out: list[Entry] = []
         add = out.append
+        mods: list[str] = []
+        counts: dict[str, int] = {}
         for seq, rec in enumerate(self.calls, 1):
-            path, call = rec[0], rec[1]
-            head = f"{path or ROOT}#{call}:"
-            if len(rec) == 4:
-                add(make(Entry, (head + "in.args[0]", path, call, "in", ".args[0]", *meta[rec[2]], rec[2], seq, None)))
-                add(make(Entry, (head + "out", path, call, "out", "", *meta[rec[3]], rec[3], seq, None)))
+            path = rec[0]
+            call = counts.get(path, 0)
+            counts[path] = call + 1
+            head = f"{path or ROOT}#{call}"
+            mods.append(head)
+            head += ":"
+            if len(rec) == 3:
+                add(make(Entry, (head + "in.args[0]", path, call, "in", ".args[0]", *meta[rec[1]], rec[1], seq, None)))
+                add(make(Entry, (head + "out", path, call, "out", "", *meta[rec[2]], rec[2], seq, None)))
             else:
-                for io, leaf, blob in rec[2]:
+                for io, leaf, blob in rec[1]:
                     add(make(Entry, (head + io + leaf, path, call, io, leaf, *meta[blob], blob, seq, None)))
-        return out
+        return out, mods

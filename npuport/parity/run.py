@@ -10,6 +10,7 @@ device side on every rank into a per-rank record beside the reference, then comp
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -129,12 +130,14 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
     specs = [("ref", ref), ("dev", dev)] + ([("golden", golden)] if golden else [])
     arts: dict[str, Artifact | RankedArtifact] = {}
     devices: dict[str, Device] = {}
-    for role, text in specs:
-        if is_artifact_path(text):
-            arts[role] = load_side(text)
-        else:
-            devices[role] = parse_device(text)
-            devices[role].check_present()
+    with ThreadPoolExecutor(max_workers=len(specs)) as pool:  # records load in parallel: mostly hashing, GIL released
+        loading = {role: pool.submit(load_side, text) for role, text in specs if is_artifact_path(text)}
+        for role, text in specs:  # errors in the order of the sides, as one by one
+            if role in loading:
+                arts[role] = loading[role].result()
+            else:
+                devices[role] = parse_device(text)
+                devices[role].check_present()
     base = next((arts[r] for r, _ in specs if r in arts), None)
     if base is not None:
         opts = _options_from(base.manifest, opts)

@@ -14,7 +14,7 @@ device so samples compare element by element.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 
 import torch
@@ -107,7 +107,7 @@ def fused_available() -> bool:
 _FUSED: bool | None = None
 
 
-_FUSED_DTYPES = frozenset((torch.bfloat16, torch.float16, torch.float32))
+_FUSED_DTYPES = stats_triton.DTYPES  # floats and integers; float64 stays on torch (stats_triton.py)
 
 
 def _fused_device(device: torch.device) -> bool:
@@ -303,6 +303,20 @@ class StatsTable(MutableMapping):
                        bool(self.mutated[i]))
             self._made[blob] = st
         return st
+
+    def prefetch(self, blobs: Iterable[int]) -> None:
+        """Make the `Stats` of many blobs from one read of each column: per blob, __getitem__'s four tensor reads
+        cost more than everything else a stats-only compare does (docs/performance.md)."""
+        pos = self._positions()
+        todo = [b for b in dict.fromkeys(blobs) if b not in self._made and b in pos]
+        if not todo:
+            return
+        idx = torch.tensor([pos[b] for b in todo], dtype=torch.int64)
+        rows, checks = self.rows[idx].tolist(), self.checksum[idx].tolist()
+        samples, mutated = self.samples[idx].tolist(), self.mutated[idx].tolist()
+        for b, (count, lo, hi, total, norm), check, smp, mut in zip(todo, rows, checks, samples, mutated):
+            n = int(count)
+            self._made[b] = Stats(n, lo, hi, total, norm, int(check), tuple(smp[: min(n, SAMPLE)]), bool(mut))
 
     def __setitem__(self, blob: int, value: Stats) -> None:
         self._made[blob] = value

@@ -7,8 +7,13 @@ of squares, the int64 word sum per chunk), and a second launch folds the chunks 
 float64 and gathers its samples. The output rows have exactly the layout of `stats._packed_group`, so both paths
 feed the same `StatsBatcher.finish()`; the tests on the GPU host check that both agree (checksums bit for bit).
 
-Only floating dtypes of 2 and 4 bytes take this path (bf16, fp16, fp32: what a model's activations are); float64,
-integer and bool tensors, and tensors that are not contiguous, stay on the torch path.
+Floating dtypes of 2 and 4 bytes (bf16, fp16, fp32: what a model's activations are) accumulate in float32 per chunk
+and their checksum sums the raw words; integer and bool tensors (input ids, positions, masks) accumulate in float64
+and their checksum sums the values, as the torch path does, so for them the two paths give the same rows (sums of
+integers below 2**53 are exact in any order; tested). One reducer for a CUDA capture: on an H200 host the torch path
+cost the two int64 inputs of a Llama forward 0.4-0.5 ms of host time per flush, their own table and launch pair here
+about as much (docs/parity.md), so this is not a host saving. float64 tensors and tensors that are not contiguous
+stay on the torch path.
 """
 
 from __future__ import annotations
@@ -33,30 +38,39 @@ CHUNK = 1 << 16  # elements one program reduces: ~20k programs for 2.7 GB of bf1
 BLOCK = 2048  # elements per loop step of a program (8 warps: 8 bf16 a thread, one 16-byte load)
 NUM_WARPS = 8
 FOLD_BLOCK = 256
+FLOATS = frozenset((torch.bfloat16, torch.float16, torch.float32))
+INTEGERS = frozenset((torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool))
+DTYPES = FLOATS | INTEGERS  # what packed_rows takes
 _TL_DTYPE: dict[torch.dtype, Any] = {}
 _WORD_DTYPE: dict[torch.dtype, Any] = {}
 if tl is not None:
-    _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
+    _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32, torch.int64: tl.int64,
+                 torch.int32: tl.int32, torch.int16: tl.int16, torch.int8: tl.int8, torch.uint8: tl.uint8,
+                 torch.bool: tl.uint8}  # a bool is one byte of 0 or 1: the torch path reduces it as uint8 too
     _WORD_DTYPE = {torch.bfloat16: tl.int16, torch.float16: tl.int16, torch.float32: tl.int32}
 
 
 if triton is not None:
 
     @triton.jit
-    def _accumulate(x, lo, hi, s, sq, words, WORD: tl.constexpr, ACC: tl.constexpr):
-        xf = x.to(tl.float32)
+    def _accumulate(x, lo, hi, s, sq, words, WORD: tl.constexpr, ACC: tl.constexpr, FACC: tl.constexpr, BITS: tl.constexpr):
+        xf = x.to(FACC)
         # min/max ignore NaN (minnum); a NaN anywhere makes the sum of squares NaN (squares of the other values are
         # >= 0 or +inf and never sum to NaN), and the fold turns min and max into NaN from that.
         lo = tl.minimum(lo, xf)
         hi = tl.maximum(hi, xf)
         s += xf
         sq += xf * xf
-        words += x.to(WORD, bitcast=True).to(ACC)
+        if BITS:  # a float's checksum sums its raw machine words
+            words += x.to(WORD, bitcast=True).to(ACC)
+        else:  # an integer's sums its values (sign- or zero-extended), as the torch path does
+            words += x.to(ACC)
         return lo, hi, s, sq, words
 
     @triton.jit
     def _chunk_kernel(ptrs, numels, firsts, n_tensors, part_f, part_i,
-                      DTYPE: tl.constexpr, WORD: tl.constexpr, ACC: tl.constexpr, CHUNK_: tl.constexpr, BLOCK_: tl.constexpr):
+                      DTYPE: tl.constexpr, WORD: tl.constexpr, ACC: tl.constexpr, FACC: tl.constexpr, BITS: tl.constexpr,
+                      CHUNK_: tl.constexpr, BLOCK_: tl.constexpr):
         c = tl.program_id(0)
         # Which tensor this chunk belongs to: a binary search over the tensors' first chunks (20 steps: 1M tensors).
         lo_i = 0
@@ -71,21 +85,21 @@ if triton is not None:
         start = (c - tl.load(firsts + t)).to(tl.int64) * CHUNK_
         base = tl.multiple_of(tl.load(ptrs + t).to(tl.pointer_type(DTYPE)), 16)  # the host routes unaligned tensors elsewhere
         offs = tl.arange(0, BLOCK_)
-        lo = tl.full([BLOCK_], float("inf"), tl.float32)
-        hi = tl.full([BLOCK_], float("-inf"), tl.float32)
-        s = tl.zeros([BLOCK_], tl.float32)
-        sq = tl.zeros([BLOCK_], tl.float32)
+        lo = tl.full([BLOCK_], float("inf"), FACC)
+        hi = tl.full([BLOCK_], float("-inf"), FACC)
+        s = tl.zeros([BLOCK_], FACC)
+        sq = tl.zeros([BLOCK_], FACC)
         words = tl.zeros([BLOCK_], ACC)
         if start + CHUNK_ <= n:  # a whole chunk: unmasked, vectorised loads
             for i in range(0, CHUNK_, BLOCK_):
                 x = tl.load(base + start + i + offs)
-                lo, hi, s, sq, words = _accumulate(x, lo, hi, s, sq, words, WORD, ACC)
-        else:  # the tensor's last chunk; masked lanes read 0.0 (all-zero bits: no word sum) and are kept out of min/max
+                lo, hi, s, sq, words = _accumulate(x, lo, hi, s, sq, words, WORD, ACC, FACC, BITS)
+        else:  # the tensor's last chunk; masked lanes read 0 (all-zero bits: no word sum) and are kept out of min/max
             for i in range(0, CHUNK_, BLOCK_):
                 idx = start + i + offs
                 m = idx < n
-                x = tl.load(base + idx, mask=m, other=0.0)
-                lo2, hi2, s, sq, words = _accumulate(x, lo, hi, s, sq, words, WORD, ACC)
+                x = tl.load(base + idx, mask=m, other=0)
+                lo2, hi2, s, sq, words = _accumulate(x, lo, hi, s, sq, words, WORD, ACC, FACC, BITS)
                 lo = tl.where(m, lo2, lo)
                 hi = tl.where(m, hi2, hi)
         row = part_f + c * 4
@@ -132,7 +146,7 @@ if triton is not None:
         j = tl.arange(0, NS)
         pos = j * step
         sm = pos < n
-        smp = tl.load(base + pos, mask=sm, other=0.0).to(tl.float64)
+        smp = tl.load(base + pos, mask=sm, other=0).to(tl.float64)
         smp = tl.where(sm, smp, qnan)
         tl.store(row + 4 + j, smp.to(tl.int64, bitcast=True))
         tl.store(row + 4 + NS, tl.sum(words, axis=0))
@@ -140,7 +154,7 @@ if triton is not None:
 
 def packed_rows(ptrs: list[int], numels: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """(T, 4 + SAMPLE + 1) int64 rows, as `stats._packed_group` makes them, for contiguous, 16-byte aligned, non-empty
-    tensors of one floating dtype on one device, given by data pointer and element count. The caller keeps each tensor
+    tensors of one dtype in DTYPES on one device, given by data pointer and element count. The caller keeps each tensor
     alive until this returns; after that the allocator may reuse its memory, which is safe because every later use is
     queued on the same stream behind these launches. Returns without synchronising: one small host->device copy of the
     per-tensor table (pointer, numel, first chunk) from pinned memory, so it does not wait for the queue, and two
@@ -152,7 +166,7 @@ def packed_rows(ptrs: list[int], numels: list[int], dtype: torch.dtype, device: 
     table = torch.tensor(ptrs + numels + firsts, dtype=torch.int64, pin_memory=cuda)  # made pinned: no second copy
     dev_table = table.to(device, non_blocking=True) if cuda else table
     ptr_t, n_t, first_t = dev_table[:t_count], dev_table[t_count: 2 * t_count], dev_table[2 * t_count:]
-    part_f = torch.empty(total, 4, dtype=torch.float32, device=device)
+    part_f = torch.empty(total, 4, dtype=torch.float32 if dtype in FLOATS else torch.float64, device=device)
     part_i = torch.empty(total, dtype=torch.int64, device=device)
     nf = _FIELDS + SAMPLE + 1
     out = torch.empty(t_count, nf, dtype=torch.int64, device=device)
@@ -164,12 +178,14 @@ def launch(ptr_t: torch.Tensor, n_t: torch.Tensor, first_t: torch.Tensor, t_coun
            part_i: torch.Tensor, out: torch.Tensor, dtype: torch.dtype, device: torch.device) -> None:
     """The two launches: per-chunk partials, then the per-tensor fold and samples."""
     tl_dtype = _TL_DTYPE[dtype]
-    # 2-byte words: 32 per lane per chunk fit an int32 accumulator; 4-byte words need int64.
-    acc = tl.int32 if dtype.itemsize == 2 else tl.int64
+    floating = dtype in FLOATS
+    # 2-byte words: 32 per lane per chunk fit an int32 accumulator; 4-byte words and integer values need int64.
+    acc = tl.int32 if floating and dtype.itemsize == 2 else tl.int64
     # Triton launches on the current device; switching costs two runtime calls, so only when it differs.
     switch = device.type == "cuda" and device.index is not None and device.index != torch.cuda.current_device()
     with torch.cuda.device(device) if switch else contextlib.nullcontext():
-        _chunk_kernel[(total,)](ptr_t, n_t, first_t, t_count, part_f, part_i, DTYPE=tl_dtype, WORD=_WORD_DTYPE[dtype],
-                                ACC=acc, CHUNK_=CHUNK, BLOCK_=BLOCK, num_warps=NUM_WARPS)
+        _chunk_kernel[(total,)](ptr_t, n_t, first_t, t_count, part_f, part_i, DTYPE=tl_dtype,
+                                WORD=_WORD_DTYPE.get(dtype, tl.int64), ACC=acc, FACC=tl.float32 if floating else tl.float64,
+                                BITS=floating, CHUNK_=CHUNK, BLOCK_=BLOCK, num_warps=NUM_WARPS)
         _fold_kernel[(t_count,)](ptr_t, n_t, first_t, part_f, part_i, out, DTYPE=tl_dtype, CHUNK_=CHUNK,
                                  FOLD=FOLD_BLOCK, NS=SAMPLE, NF=out.shape[1], num_warps=4)

@@ -50,6 +50,34 @@ def flatten(obj: Any, prefix: str, out: list[tuple[str, torch.Tensor]]) -> None:
             flatten(getattr(obj, f.name), f"{prefix}.{f.name}", out)
 
 
+_SCALARS = (bool, int, float, str)
+_ARG_LEAVES = tuple(f".args[{i}]" for i in range(8))
+_KWARG_LEAVES: dict[str, str] = {}
+
+
+def call_leaves(args: tuple, kwargs: dict[str, Any], out: list[tuple[str, torch.Tensor]]) -> None:
+    """flatten(args, ".args", out) then flatten(kwargs, ".kwargs", out), the same leaves in the same order, with the
+    plain tensors of a call (a decoder layer's hidden states, position ids, cos and sin) taken without the generic
+    walk: the lean capture runs this for every module call that is not one tensor in, one tensor out."""
+    for i, value in enumerate(args):
+        if type(value) is torch.Tensor:
+            out.append((_ARG_LEAVES[i] if i < 8 else f".args[{i}]", value))
+        elif value is not None and not isinstance(value, _SCALARS):
+            flatten(value, f".args[{i}]", out)
+    for key, value in kwargs.items():
+        if value is None or isinstance(value, _SCALARS):
+            continue
+        leaf = _KWARG_LEAVES.get(key)
+        if leaf is None:
+            leaf = _KWARG_LEAVES[key] = f".kwargs.{key}"
+        if type(value) is torch.Tensor:
+            out.append((leaf, value))
+        elif type(value) is tuple and all(type(v) is torch.Tensor for v in value):  # rotary (cos, sin)
+            out.extend((f"{leaf}[{j}]", v) for j, v in enumerate(value))
+        else:
+            flatten(value, leaf, out)
+
+
 def opaque_types(obj: Any) -> list[str]:
     """Type names of non-tensor, non-scalar objects (a KV cache object, say) that a spec cannot hold."""
     found: list[str] = []

@@ -10,7 +10,7 @@ import torch
 
 from npuport.errors import NpuportError
 from npuport.parity import artifact as art
-from npuport.parity.entries import CaptureOptions
+from npuport.parity.entries import Capture, CaptureOptions, Entry
 from npuport.parity.run import record, run_parity
 from npuport.parity.session import RunOptions, Target
 
@@ -119,3 +119,51 @@ def test_tied_weights_are_saved(tmp_path):
     back = load_file(str(tmp_path / "weights.safetensors"))
     assert torch.equal(back["wte.weight"], w) and torch.equal(back["lm_head.weight"], w)
     assert files["weights.safetensors"]["bytes"] > 0
+
+
+def _synthetic(tmp_path: Path, name: str, blobs: dict[int, torch.Tensor], weights: dict[str, torch.Tensor] | None = None) -> Path:
+    """An artifact written by save_artifact from a capture made here: one module output per blob."""
+    entries = [Entry(f"m{b}#0:out", f"m{b}", 0, "out", "", tuple(t.shape), str(t.dtype).removeprefix("torch."), b, b)
+               for b, t in blobs.items()]
+    cap = Capture("full", entries, dict(blobs), {}, {}, [], None)
+    return art.save_artifact(tmp_path / name, {}, cap, [], weights)
+
+
+def test_tensors_are_read_only_when_compared(tmp_path, monkeypatch):
+    """Loading maps tensors.safetensors and reads nothing; compare reads each compared tensor once and never one
+    whose entry is on one side only."""
+    from npuport.parity.compare import compare
+    from npuport.parity.tolerances import load_tolerances
+
+    g = torch.Generator().manual_seed(0)
+    ref = {b: torch.randn(300, 70, generator=g) for b in range(4)}
+    dev = {b: t * 1.000001 for b, t in ref.items() if b != 2}  # blob 2 recorded on the reference side only
+    read: list[tuple[str, int]] = []
+    real = art.LazyTensors.__getitem__
+
+    def spy(self, blob):
+        read.append((self.path.parent.name, blob))
+        return real(self, blob)
+    monkeypatch.setattr(art.LazyTensors, "__getitem__", spy)
+    a = art.load_artifact(_synthetic(tmp_path, "ref", ref))
+    b = art.load_artifact(_synthetic(tmp_path, "dev", dev))
+    assert read == [] and 2 in a.capture.full and len(a.capture.full) == 4
+    comp = compare(a.capture, b.capture, load_tolerances())
+    assert not comp.failed and comp.ref_only == ["m2#0:out"]
+    assert sorted(read) == sorted([("ref", x) for x in (0, 1, 3)] + [("dev", x) for x in (0, 1, 3)])
+    want = compare(Capture("full", a.capture.entries, ref, {}, {}, [], None),
+                   Capture("full", b.capture.entries, dev, {}, {}, [], None), load_tolerances())
+    assert [r.metrics for r in comp.results] == [r.metrics for r in want.results]  # as from tensors in memory
+
+
+def test_weights_are_hash_checked_when_read(tmp_path):
+    """Comparing two records never reads their weights: their file is checked against its hash when it is read."""
+    path = _synthetic(tmp_path, "w", {0: torch.ones(3)}, weights={"w": torch.arange(1000.0)})
+    data = bytearray((path / "weights.safetensors").read_bytes())
+    data[-3] ^= 0xFF
+    (path / "weights.safetensors").write_bytes(bytes(data))
+    loaded = art.load_artifact(path)
+    assert torch.equal(loaded.capture.full[0], torch.ones(3))
+    with pytest.raises(NpuportError, match="corrupt: weights.safetensors does not match its hash"):
+        loaded.weights()
+    assert art.load_artifact(path, verify=False).weights() is not None

@@ -57,3 +57,20 @@ def test_parity_run_restores_global_numerics(llama_config):
     before = (torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision())
     assert run_parity("cpu", "cpu", Target(hf_config=llama_config), RunOptions(scenario="prefill:batch=1,seq=8"))
     assert (torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision()) == before
+
+
+def test_preserved_numerics_restores_and_leaves_unchanged_flags_alone(monkeypatch):
+    """Restoring a deterministic flag nobody changed would import torch._inductor (1.2 s on the 2-core CPU) for
+    every comparison of two records."""
+    from npuport.devices.device import preserved_numerics
+
+    before = torch.are_deterministic_algorithms_enabled()
+    calls: list[bool] = []
+    real = torch.use_deterministic_algorithms
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda mode, **kw: (calls.append(mode), real(mode, **kw)))
+    with preserved_numerics():
+        pass
+    assert calls == []
+    with preserved_numerics():
+        real(not before)
+    assert calls == [before] and torch.are_deterministic_algorithms_enabled() == before

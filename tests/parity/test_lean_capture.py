@@ -136,7 +136,7 @@ def _same(x: float, y: float) -> bool:
 
 @pytest.mark.skipif(not _HAS_TRITON, reason="Triton not installed (CI installs none; the GPU host and a dev venv have it)")
 @pytest.mark.parametrize("where", _DEVICES or ["none"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int64, torch.int32, torch.uint8, torch.bool])
 def test_triton_statistics_match_the_torch_path(where, dtype):
     if where == "interpreter":  # triton.jit reads the flag when triton and the kernels are first imported: a fresh process
         code = f"import torch; from tests.parity.test_lean_capture import _check_triton_rows; _check_triton_rows({dtype!s}, 'cpu')"
@@ -150,6 +150,8 @@ def test_triton_statistics_match_the_torch_path(where, dtype):
 def _check_triton_rows(dtype: torch.dtype, device: str) -> None:
     from npuport.parity import stats_triton
 
+    if not dtype.is_floating_point:
+        return _check_triton_integer_rows(dtype, device)
     g = torch.Generator().manual_seed(7)
     sizes = [1, 5, 63, 64, 1000, stats_triton.CHUNK, stats_triton.CHUNK + 1, 2 * stats_triton.CHUNK + 777]
     tensors = [(torch.randn(n, generator=g) * 3).to(dtype) for n in sizes]
@@ -171,15 +173,44 @@ def _check_triton_rows(dtype: torch.dtype, device: str) -> None:
             assert _same(v, exact) or math.isclose(v, exact, rel_tol=1e-5, abs_tol=1e-3), (name, v, exact)
 
 
+def _check_triton_integer_rows(dtype: torch.dtype, device: str) -> None:
+    """Integers (ids, positions, masks) accumulate in float64 and checksum their values: every field equals the torch
+    path's exactly while the sums stay below 2**53; the checksum also where int64 values wrap it around."""
+    from npuport.parity import stats_triton
+
+    g = torch.Generator().manual_seed(11)
+    sizes = [1, 5, 64, 1000, stats_triton.CHUNK + 1, 2 * stats_triton.CHUNK + 777]
+    if dtype == torch.bool:
+        tensors = [torch.randint(0, 2, (n,), generator=g).bool() for n in sizes]
+    else:
+        info = torch.iinfo(dtype)
+        lo, hi = max(info.min, -40000), min(info.max, 40000)
+        tensors = [torch.randint(lo, hi + 1, (n,), generator=g).to(dtype) for n in sizes]
+    if dtype == torch.int64:
+        tensors.append(torch.tensor([2**62, 2**62, -(2**61), 3, 2**62], dtype=torch.int64))  # the word sum wraps
+    on_dev = [t.to(device) for t in tensors]
+    rows = stats_triton.packed_rows([t.data_ptr() for t in on_dev], [t.numel() for t in on_dev], dtype, torch.device(device)).cpu()
+    for i, (t, row) in enumerate(zip(tensors, rows)):
+        got = _unpack(row, t.numel())
+        ref = _unpack(_packed_group(t.reshape(1, -1))[0], t.numel())
+        if i < len(sizes):
+            assert got == ref, (dtype, t.numel(), got, ref)
+        else:
+            assert got.checksum == ref.checksum and (got.min, got.max, got.sample) == (ref.min, ref.max, ref.sample)
+            assert math.isclose(got.sum, ref.sum, rel_tol=1e-12) and math.isclose(got.norm, ref.norm, rel_tol=1e-12)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.cuda
 def test_cuda_stats_capture_uses_triton_and_matches_torch(llama_config):
     prep = prepare(Target(hf_config=str(llama_config), dtype="bfloat16"), RunOptions(scenario=SCEN))
     _, a = _capture(prep, CaptureOptions(mode="stats", op_sequence=False, stats_kernel="triton"), "cuda")
     _, b = _capture(prep, CaptureOptions(mode="stats", op_sequence=False, stats_kernel="torch"), "cuda")
-    assert a.stats_kernels == {"triton", "torch"} and b.stats_kernels == {"torch"}  # int64 input ids stay on torch
+    assert a.stats_kernels == {"triton"} and b.stats_kernels == {"torch"}  # the int64 input ids too
     for x, y in zip(a.entries, b.entries):
         assert a.stats[x.blob].checksum == b.stats[y.blob].checksum
+        if x.dtype == "int64":  # integers: every field the same on both paths
+            assert a.stats[x.blob] == b.stats[y.blob], x.key
 
 
 

@@ -60,6 +60,21 @@ def _fake_cuda(monkeypatch, free: int, reserved: int = 0, allocated: int = 0) ->
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 2 * free))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocated)
+    nested = {"reserved_bytes": {"all": {"current": reserved}}, "allocated_bytes": {"all": {"current": allocated}}}
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", lambda device=None: nested)
+
+
+def test_free_bytes_read_the_allocator_cache_either_way(monkeypatch):
+    """One read of the allocator's nested statistics where the backend has it, memory_reserved/allocated otherwise:
+    the same number."""
+    from npuport.devices.memory import device_free_bytes
+
+    _fake_cuda(monkeypatch, free=3 << 30, reserved=2 << 30, allocated=1 << 30)
+    assert device_free_bytes("cuda:0", include_cached=True) == 4 << 30
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", lambda device=None: {})  # not initialised: empty
+    assert device_free_bytes("cuda:0", include_cached=True) == 4 << 30
+    monkeypatch.delattr(torch.cuda, "memory_stats_as_nested_dict")
+    assert device_free_bytes("cuda:0", include_cached=True) == 4 << 30
 
 
 def test_auto_budget_is_a_share_of_free_memory_within_bounds(monkeypatch):
