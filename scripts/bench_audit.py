@@ -118,6 +118,7 @@ def main() -> None:
             # per process: the audit against the bare run of the same process
             "ratio_bare": statistics.median(r["audit_s"] / r["bare_s"] for r in runs) if _median(runs, "bare_s") else None,
             "no_reuse_s": _median(runs, "no_reuse_s"),
+            "stages": {k: statistics.median(r["timings"][k] for r in runs) for k in runs[0]["timings"]},
             "imports_s": statistics.median(r["imports_s"] for r in runs),
             "peak_rss_mb": statistics.median(r["peak_rss_bytes"] for r in runs) / 2**20,
             "calls": runs[0]["calls"],
@@ -138,6 +139,12 @@ def main() -> None:
                   f"{s_(r['no_reuse_s'])} | {r['imports_s']:.2f} s | {r['peak_rss_mb']:.0f} MB | {r['calls']:,} |")
         print(f"\n70B / 7B time ratio: {ratio:.2f}x (target <= 1.3x); 7B target <= 3 s after imports and <= 1.3x "
               "the bare run; DeepSeek-V3 target <= 20 s.")
+        stages = sorted({k for r in rows.values() for k in r["stages"]}, key=lambda k: list(next(iter(rows.values()))["stages"]).index(k) if k in next(iter(rows.values()))["stages"] else 99)
+        print("\nStages of the audit (report.timings, median):\n")
+        print("| model | " + " | ".join(k.removesuffix("_s") for k in stages) + " |")
+        print("|---|" + "---:|" * len(stages))
+        for name, r in rows.items():
+            print(f"| {name} | " + " | ".join(f"{r['stages'].get(k, 0.0):.2f} s" for k in stages) + " |")
     else:
         print(json.dumps({"machine": machine, "rows": rows, "ratio_70b_7b": ratio}, indent=1))
 
