@@ -78,6 +78,9 @@ class ConditionEntry:
     note: str | None = None
     # release whose source was not read -> the read release (in `releases`) its conditions are carried from
     carried: Mapping[str, str] = field(default_factory=dict)
+    # read only at an op-plugin commit no release is known to be built from (`unreleased` in the file): its sources,
+    # applied to the unread releases that register the op
+    unreleased: tuple[str, ...] = ()
 
     def text(self) -> str:
         return " or ".join(c.text() for c in self.when)
@@ -92,10 +95,18 @@ class ConditionEntry:
 
     def inferred(self, version: str | None) -> str | None:
         """For a release whose source nobody read, what the evidence is; None where the source was read."""
-        if version is None or version in self.releases or version not in self.carried:
+        if version is None or version in self.releases:
             return None
+        if version not in self.carried:
+            return unreleased_note(self.unreleased) if self.unreleased else None
         ref = self.carried[version]
         return carried_note(ref, self.releases[ref])
+
+
+def unreleased_note(sources: Iterable[str]) -> str:
+    """What npuport says of a condition read only at an op-plugin commit no release is known to be built from."""
+    return ("inferred, not verified: source at this release's commit not read; condition read at an op-plugin "
+            f"commit no release is known to be built from ({', '.join(sources)})")
 
 
 def carried_note(ref: str, sources: Iterable[str]) -> str:
@@ -119,7 +130,20 @@ class ConditionDB:
         if read or version not in self.carried:
             return read
         carried = tuple(e for e in self.entries if op in e.ops and version in e.carried)
-        return carried if carried and registered_alike(op, version, self.carried[version]) else ()
+        if carried and registered_alike(op, version, self.carried[version]):
+            return carried
+        # an op no read release registers, whose kernel was read at a later commit only: for the releases that
+        # register it (their own source unread)
+        later = tuple(e for e in self.entries if op in e.ops and e.unreleased)
+        return later if later and registered(op, version) else ()
+
+
+def registered(op: str, version: str) -> bool:
+    """Whether the coverage data of published release `version` registers op for the NPU."""
+    try:
+        return resolve_version(version).release is not None and op in load(version).native
+    except NpuportError:
+        return False
 
 
 def registered_alike(op: str, version: str, ref: str) -> bool:
@@ -164,14 +188,18 @@ class Verdict:
     @property
     def inferred_from(self) -> str | None:
         """The read release the conditions were carried from, when this release's source was not read."""
-        return next((e.carried[self.version] for e in self.entries if e.inferred(self.version)), None)
+        return next((e.carried[self.version] for e in self.entries
+                     if self.version in e.carried and e.inferred(self.version)), None)
 
     @property
     def note(self) -> str | None:
-        """For a release whose source was not read: inferred, not verified, carried from which release's lines."""
+        """For a release whose source was not read: inferred, not verified, carried from which release's lines (or
+        read at which later commit)."""
         ref = self.inferred_from
         if ref is None:
-            return None
+            later = next((e for e in self.entries if self.version and e.unreleased
+                          and self.version not in e.releases and self.version not in e.carried), None)
+            return unreleased_note(later.unreleased) if later is not None else None
         return carried_note(ref, dict.fromkeys(s for e in self.entries if e.inferred(self.version) for s in e.releases[ref]))
 
 
@@ -225,7 +253,7 @@ def _entry(raw: Mapping[str, Any], builds: Mapping[str, Mapping[str, str]], fami
     if not kinds <= wanted:
         raise MappingError(FILE, name, "when", f"a {raw['outcome']} entry takes only {sorted(wanted)}, got {sorted(kinds - wanted)}")
     releases = {}
-    for version, sources in raw["releases"].items():
+    for version, sources in (raw.get("releases") or {}).items():
         build = builds.get(str(version))
         if build is None:
             raise MappingError(FILE, name, "releases", f"{version!r} is not under builds")
@@ -234,7 +262,11 @@ def _entry(raw: Mapping[str, Any], builds: Mapping[str, Mapping[str, str]], fami
             if m is None or not build["op_plugin"].startswith(m["commit"]):
                 raise MappingError(FILE, name, f"releases.{version}", f"{s!r} does not cite op-plugin {build['op_plugin'][:12]}")
         releases[str(version)] = tuple(sources)
-    return ConditionEntry(name, tuple(raw["ops"]), raw["outcome"], tuple(when), releases, raw.get("aclnn"), raw.get("note"))
+    unreleased = tuple((raw.get("unreleased") or {}).get("sources", ()))
+    if not releases and not unreleased:
+        raise MappingError(FILE, name, "releases", "no release and no unreleased source: nothing says where it was read")
+    return ConditionEntry(name, tuple(raw["ops"]), raw["outcome"], tuple(when), releases, raw.get("aclnn"), raw.get("note"),
+                          unreleased=unreleased)
 
 
 def conditions_for(op: str, version: str) -> tuple[ConditionEntry, ...]:

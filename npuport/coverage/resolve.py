@@ -200,14 +200,14 @@ def host_paths(op: str, version: str | None = None) -> tuple[HostPath, ...]:
     out = []
     for e in _entries(name, db, release):
         note = e.inferred(release)
-        sources = e.sources_for(release)
-        out.append(HostPath(e.id, e.outcome, e.text(), sources, e.carried[release] if note else None,
+        sources = e.sources_for(release) or e.unreleased
+        out.append(HostPath(e.id, e.outcome, e.text(), sources, e.carried.get(release) if note else None,
                             note or f"read at {', '.join(sources)}"))
     return tuple(out)
 
 
 def _conditioned(res: Resolution, verdict: Verdict, db: CoverageDB, release: str, chip: str | None) -> Resolution:
-    sources = tuple(dict.fromkeys(s for e in verdict.entries for s in e.sources_for(release)))
+    sources = tuple(dict.fromkeys(s for e in verdict.entries for s in e.sources_for(release) or e.unreleased))
     res = replace(res, inferred_from=verdict.inferred_from)
     aclnn = sorted({e.aclnn for e in verdict.entries if e.aclnn})
     also = f" (it also does when the CANN install lacks {', '.join(aclnn)})" if aclnn else ""

@@ -167,6 +167,21 @@ def test_default_release_carries_logit_with_a_plain_note() -> None:
     assert gcd.status == "conditional" and "GcdKernelNpu.cpp" in gcd.sources[0] and "not read" in gcd.condition
 
 
+def test_fused_adam_read_only_at_a_later_commit() -> None:
+    """_fused_adam_ is registered only by releases whose source was not read, and no read release registers it: its
+    host path (every SoC below Ascend950) rests on an op-plugin commit no release is known to be built from."""
+    default = coverage.default_version()
+    res = coverage.resolve("aten::_fused_adam_", default, chip="Ascend910B")
+    assert res.status == "cpu-path" and res.inferred_from is None
+    assert "commit no release is known to be built from" in res.condition and "inferred, not verified" in res.detail
+    assert res.sources == ("op_plugin/ops/opapi/FusedAdamKernelNpuOpApi.cpp:28-107,161-200@914ee89a6b3e",)
+    assert "none of Ascend950" in res.condition
+    assert coverage.resolve("aten::_fused_adam_", "2.7.1.post11", chip="Ascend910A").status == "cpu-path"
+    assert coverage.resolve("aten::_fused_adam_", "2.12.0", chip="Ascend910B").status == "cpu-fallback"  # unregistered
+    paths = coverage.host_paths("aten::_fused_adam_", default)
+    assert [h.id for h in paths] == ["fused-adam-soc"] and "914ee89a6b3e" in paths[0].evidence
+
+
 def test_host_paths_read_or_carried() -> None:
     read = coverage.host_paths("aten::logit", "2.11.0")
     assert [h.id for h in read] == ["logit-soc"] and read[0].inferred_from is None
