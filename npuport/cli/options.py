@@ -29,7 +29,7 @@ TOP_HELP = "Rows shown in tables (0: all)."
 REMOVED_IN = "0.2.0"  # the deprecated spellings below go in this release
 
 
-def _apply(fn: F, opts: list[Callable[[F], F]]) -> F:
+def _apply(fn: F, opts: list[Callable[[Any], Any]]) -> F:
     for opt in reversed(opts):
         fn = opt(fn)
     return fn

@@ -188,8 +188,10 @@ class Verdict:
     @property
     def inferred_from(self) -> str | None:
         """The read release the conditions were carried from, when this release's source was not read."""
-        return next((e.carried[self.version] for e in self.entries
-                     if self.version in e.carried and e.inferred(self.version)), None)
+        version = self.version
+        if version is None:
+            return None
+        return next((e.carried[version] for e in self.entries if version in e.carried and e.inferred(version)), None)
 
     @property
     def note(self) -> str | None:

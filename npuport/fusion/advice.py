@@ -78,14 +78,15 @@ def _choose(data: FusionData, rep_ids: tuple[str, ...], facts: Facts) -> tuple[d
     """The first replacement that fits, and every one that does not with its reasons. Replacements after the
     chosen one are still checked (as `fits`) so route scoring knows every option's coverage."""
     rejected: list[dict[str, Any]] = []
-    chosen = None
+    chosen: dict[str, Any] | None = None
+    also: list[dict[str, Any]] = []
     for rid in rep_ids:
         rep = data.replacements[rid]
         bad = violations(rep, facts)
         if not bad and chosen is None:
-            chosen = {"id": rid, "kind": rep.kind, "op": rep.op, "call": rep.call, "source": rep.source, "also_fits": []}
+            chosen = {"id": rid, "kind": rep.kind, "op": rep.op, "call": rep.call, "source": rep.source, "also_fits": also}
         elif not bad:
-            chosen["also_fits"].append({"id": rid, "kind": rep.kind, "op": rep.op})
+            also.append({"id": rid, "kind": rep.kind, "op": rep.op})
         else:
             rejected.append({"id": rid, "op": rep.op, "kind": rep.kind, "reasons": bad})
     return chosen, rejected

@@ -56,10 +56,12 @@ def _source(nodes: dict[str, OpCall], step: Step) -> OpCall | None:
 
 def _walk(graph: Dataflow, step: Step, start: OpCall, taken: set[int], used: set[int]) -> list[OpCall] | None:
     """Nodes this step adds ([] for an absent optional or an empty skip), or None if the step fails."""
-    free = lambda c: c is not None and c.op in step.ops and c.index not in taken and c.index not in used  # noqa: E731
+    def free(c: OpCall | None) -> bool:
+        return c is not None and c.op in step.ops and c.index not in taken and c.index not in used
+
     if step.dir == "up":
         for p in graph.producers_of(start):
-            if free(p):
+            if p is not None and free(p):
                 return [p]
     elif step.dir == "down":
         for r in graph.readers(start):

@@ -299,7 +299,7 @@ def evaluate(
                     add(rule, scenario, trace, site, detail)
     for rule in (r for r in rules if r.scope == "traces"):
         first = next(iter(traces.values()), None)
-        if first is None:
+        if first is None or rule.predicate is None:  # the catalog requires a predicate of every trace rule
             continue
         ctx = Context(chip, torch_npu, reproducibility, first, traces)
         for scenario, site, detail in predicates.REGISTRY[rule.predicate].func(traces, ctx, **rule.predicate_params):

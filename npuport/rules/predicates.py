@@ -127,7 +127,7 @@ _DROPOUT_APIS = ("torch.nn.functional.*dropout*", "torch.dropout", "torch.featur
 
 
 def _dropout_api(api: str | None) -> bool:
-    return bool(api) and any(fnmatch.fnmatchcase(api, p) for p in _DROPOUT_APIS)
+    return api is not None and any(fnmatch.fnmatchcase(api, p) for p in _DROPOUT_APIS)
 
 
 @predicate("dropout_active")
@@ -140,7 +140,7 @@ def dropout_active(site: Site, ctx: Context) -> str | None:
             return f"p={p}" if p and train else None
         return None
     call = site.call
-    if call.frame is not None and base_name(ctx.trace.frames[call.frame].op).endswith("dropout"):
+    if call is not None and call.frame is not None and base_name(ctx.trace.frames[call.frame].op).endswith("dropout"):
         return None  # the frame reports it
     if site.name == "native_dropout":
         p, train = site.positional(1, 0.0), site.positional(2, True)

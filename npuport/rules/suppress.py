@@ -33,7 +33,7 @@ def _matcher(pattern: str):  # noqa: ANN202 - returns a small closure
 
         def in_range(rid: str) -> bool:
             mm = _ID.match(rid)
-            return bool(mm) and mm.group(1) == prefix and lo <= int(mm.group(2)) <= hi
+            return mm is not None and mm.group(1) == prefix and lo <= int(mm.group(2)) <= hi
 
         return in_range
     if _ID.match(p) or (_GLOB.match(p) and any(ch in p for ch in "*?[")):
