@@ -43,7 +43,7 @@ class EndToEnd:
 
     @property
     def flagged(self) -> bool:
-        return bool(self.step) and self.step.stats.median > self.op_total_s * (1 + GAP_TOLERANCE)
+        return self.step is not None and self.step.stats.median > self.op_total_s * (1 + GAP_TOLERANCE)
 
     def verdict(self) -> str:
         if self.step is None:

@@ -4,6 +4,7 @@ estimated)."""
 
 from __future__ import annotations
 
+import functools
 import gc
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -153,7 +154,7 @@ def _side_by_side(res: CaseResult, runnable: Any, device: str, clock: Clock, opt
         makers.append(("graph", lambda: cand.graphed(runnable, device, opts.graph_calls)))
     if opts.alternatives:
         for name, factory in cand.alternatives_for(res.case.op).items():
-            makers.append((name, lambda f=factory: f(runnable, device)))
+            makers.append((name, functools.partial(factory, runnable, device)))
     for name, make in makers:
         try:
             prep = make()

@@ -177,7 +177,7 @@ def meta_cost(case: BenchCase) -> tuple[float, int, bool, str]:
     outs = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)]
     metas = tuple(TensorMeta(i, s.shape, s.dtype, s.stride) for i, s in enumerate(case.inputs))
     out_metas = tuple(TensorMeta(100 + i, tuple(o.shape), str(o.dtype).removeprefix("torch.")) for i, o in enumerate(outs))
-    call = OpCall(0, case.op, "compute", case.phase, metas, out_metas, tuple(case.args), dict(case.kwargs), "", "", None, None)
+    call = OpCall(0, case.op, "compute", "backward" if case.phase == "backward" else "forward", metas, out_metas, tuple(case.args), dict(case.kwargs), "", "", None, None)
     cost = call_cost(call)
     return cost.flops, cost.bytes, cost.matrix, cost.dtype
 

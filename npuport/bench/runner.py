@@ -227,14 +227,14 @@ def _end_to_end(rep: BenchReport, all_cases: list[BenchCase], step: tuple[Any, A
     todo = [c for c in all_cases if (c.op, c.signature, tuple(s.dtype for s in c.inputs)) not in done]
     covered = sum(r.case.estimated_s * r.case.calls for r in done.values())
     for r in done.values():
-        ops_sum += r.median_s * r.case.calls
+        ops_sum += (r.median_s or 0.0) * r.case.calls  # every result in `done` has a median
         measured_calls += r.case.calls
     if e2e_ops == "all" and todo:
         say(f"end-to-end: timing the {len(todo)} other op shapes of the step (eager only)")
     for c in todo:
-        r = _safe_case(c, where, clock, quick, profile, memory_cap, sync, eager_only=True) if e2e_ops == "all" else None
-        if r is not None and r.median_s:
-            ops_sum += r.median_s * c.calls
+        got = _safe_case(c, where, clock, quick, profile, memory_cap, sync, eager_only=True) if e2e_ops == "all" else None
+        if got is not None and got.median_s:
+            ops_sum += got.median_s * c.calls
             measured_calls += c.calls
         else:
             est_rest += c.estimated_s * c.calls

@@ -88,7 +88,7 @@ def validate(where: str = "cuda", gemm_n: int = 8192, copy_bytes: int = 4 << 30,
         events = _events_median(fn, where)
         triton = _do_bench(fn, where)
         harness = res.median_s
-        row = {
+        row: dict[str, Any] = {
             "case": case.label, "harness_s": harness, "do_bench_s": triton, "events_s": events, "error": res.error,
             "rotating_sets": res.sets,
             "rel_diff_vs_do_bench": (harness - triton) / triton if harness and triton else None,
