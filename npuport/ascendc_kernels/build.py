@@ -71,7 +71,7 @@ def build_steps(tc: Toolchain, out: Path, kernels: list[str] | None = None) -> l
     names = kernels or list(KERNEL_SOURCES)
     unknown = set(names) - set(KERNEL_SOURCES)
     if unknown:
-        raise NpuportError("unknown kernel to build", ", ".join(KERNEL_SOURCES), sorted(unknown))
+        raise NpuportError("unknown kernel to build", ", ".join(KERNEL_SOURCES), ", ".join(sorted(unknown)))
     cc = str(tc.compiler or "bisheng")
     home = tc.home or Path("$ASCEND_HOME_PATH")
     inc = [f"-I{HERE}", f"-I{home / 'include'}", f"-I{home / 'include' / 'ascendc'}"]

@@ -152,7 +152,7 @@ def plan_norm(kind: NormKind, rows: int, h: int, dtype: str, chip: ChipProfile, 
                 col_tile -= unit * max(1, (col_tile // unit) // 64)
         ub = plan(1, col_tile)
         if not ub.fits(budget):
-            raise NpuportError(f"{kind}: no tile fits the Unified Buffer", f"<= {budget} bytes", ub.total)
+            raise NpuportError(f"{kind}: no tile fits the Unified Buffer", f"<= {budget} bytes", f"{ub.total} bytes")
         rpt, chunks = 1, ceil_div(h, col_tile)
         tail, split = h - (chunks - 1) * col_tile, 1
     return NormTiling(

@@ -81,7 +81,8 @@ def kernel_constraints(name: str) -> Constraints:
     raw = load_checked("kernels.yaml")["kernels"].get(name)
     if raw is None:
         raise MappingError("kernels.yaml", "kernels", name, "missing: every registered kernel needs its constraints here")
-    return Constraints(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k != "source"})
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k != "source"}
+    return Constraints(**fields)
 
 
 _SPECS = (
@@ -107,7 +108,7 @@ def _build(specs: tuple[KernelSpec, ...]) -> Mapping[str, KernelSpec]:
         unknown = set(spec.replaces) - set(PATTERNS)
         if unknown:
             raise NpuportError(f"kernel {spec.name!r} replaces unknown patterns", ", ".join(PATTERNS),
-                               sorted(unknown))
+                               ", ".join(sorted(unknown)))
         if spec.op != f"npuport::{spec.name}":
             raise NpuportError(f"kernel {spec.name!r} has a mismatched op name", f"npuport::{spec.name}", spec.op)
         table[spec.name] = spec
@@ -136,7 +137,7 @@ def check_constraints(name: str, *, dtype: str, chip: str, **shape: Any) -> list
     unknown = set(shape) - _SHAPE_KEYS
     if unknown:
         raise NpuportError(f"check_constraints({name!r}): unknown shape keys", ", ".join(sorted(_SHAPE_KEYS)),
-                           sorted(unknown))
+                           ", ".join(sorted(unknown)))
     dtype = dtype.removeprefix("torch.")
     out: list[str] = []
     if dtype not in c.dtypes:

@@ -104,7 +104,7 @@ class PackedTiling:
             if count > 1:
                 seq = list(value)
                 if len(seq) > count:
-                    raise NpuportError(f"{self.C_STRUCT}.{name} holds at most {count} entries", None, len(seq))
+                    raise NpuportError(f"{self.C_STRUCT}.{name} holds at most {count} entries", None, f"{len(seq)} entries")
                 values.extend(seq + [0] * (count - len(seq)))
             else:
                 values.append(value)

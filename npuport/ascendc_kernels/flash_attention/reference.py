@@ -52,13 +52,13 @@ def additive_mask(mask: Opt, b: int, n: int, sq: int, skv: int, dtype: torch.dty
         return None
     if mask.dim() > 4:
         raise NpuportError("flash_attention: mask has too many dims", "<= 4, broadcastable to [B,N,Sq,Skv]",
-                           tuple(mask.shape))
+                           str(tuple(mask.shape)))
     m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
     try:
         torch.broadcast_shapes(m.shape, (b, n, sq, skv))
     except RuntimeError as exc:
         raise NpuportError("flash_attention: mask does not broadcast", f"to [{b},{n},{sq},{skv}]",
-                           tuple(mask.shape)) from exc
+                           str(tuple(mask.shape))) from exc
     if m.dtype == torch.bool:
         return torch.where(m, torch.zeros((), dtype=dtype), torch.full((), float("-inf"), dtype=dtype))
     return m.to(dtype)

@@ -168,13 +168,13 @@ def plan_flash_attention(batch: int, heads_q: int, heads_kv: int, sq: int, skv: 
         raise NpuportError("flash_attention: query heads must be a multiple of kv heads", "Nq % Nkv == 0",
                            f"Nq={heads_q}, Nkv={heads_kv}")
     if min(batch, heads_q, sq, skv, d) < 1:
-        raise NpuportError("flash_attention: empty input", "B, N, Sq, Skv, D >= 1", (batch, heads_q, sq, skv, d))
+        raise NpuportError("flash_attention: empty input", "B, N, Sq, Skv, D >= 1", str((batch, heads_q, sq, skv, d)))
     p = chip.platform
     block, repeat_bytes = int(p["ubblock_size"]), int(p["vec_calc_size"]) * 2
     budget, cores = int(p["ub_size"]) - ub_reserve, int(p["vector_core_cnt"])
     if cores > MAX_VEC_CORES:
         raise NpuportError("flash_attention: chip has more vector cores than the tiling struct holds",
-                           f"<= {MAX_VEC_CORES}", cores)
+                           f"<= {MAX_VEC_CORES}", str(cores))
     in_b, d_pad = 2, align_up(d, CUBE_ALIGN)
     masked = mask_kind != MASK_NONE
 
@@ -192,7 +192,7 @@ def plan_flash_attention(batch: int, heads_q: int, heads_kv: int, sq: int, skv: 
         options = [(min(a, q_cap), min(b, kv_cap)) for a in Q_TILES for b in KV_TILES]
         options = [o for o in dict.fromkeys(options) if fits(*o)]
         if not options:
-            raise NpuportError("flash_attention: head dim too large for any tile", "a tile within UB and L1", d)
+            raise NpuportError("flash_attention: head dim too large for any tile", "a tile within UB and L1", f"D = {d}")
         units_of = lambda qt_: batch * heads_q * ceil_div(sq, qt_)  # noqa: E731
         # keep every core busy first (short sequences), then the biggest tile, then the tallest q block
         qt, kt = max(options, key=lambda o: (min(units_of(o[0]), cores), o[0] * o[1], o[0]))
