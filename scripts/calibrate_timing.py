@@ -279,6 +279,14 @@ def moe(dev: str, chip: Any) -> list[dict[str, Any]]:
         out.append(row("grouped_matmul", f"grouped_mm weight gradient {k}x{m} @ {m}x{n} into {g} groups",
                        device_time(fn, dev), 2.0 * m * k * n, nbw, chip, True, "bfloat16"))
     for (t, e, k) in ((2048, 64, 8), (1, 64, 8), (4096, 128, 8), (2048, 8, 2)):
+        # the router's reductions: a softmax over the experts, the top-k weights normalised by their sum
+        n = t * e
+        out.append(row("reduction", f"softmax fp32 {t}x{e} (router)", device_time(rotating(
+            lambda t=t, e=e: (rnd((t, e), torch.float32, dev),), lambda a: torch.softmax(a, -1), 8.0 * n), dev),
+            5.0 * n, 8.0 * n, chip, False, "float32"))
+        out.append(row("reduction", f"sum fp32 {t}x{k} (top-k weights)", device_time(rotating(
+            lambda t=t, k=k: (rnd((t, k), torch.float32, dev),), lambda a: a.sum(-1, keepdim=True), 4.0 * t * k), dev),
+            1.0 * t * k, 4.0 * t * k + 4.0 * t, chip, False, "float32"))
         logits = rnd((t, e), torch.float32, dev)
         out.append(row("sort", f"topk {t}x{e} k={k}", device_time(lambda lg=logits, k=k: torch.topk(lg, k, dim=-1), dev),
                        0.0, 4.0 * t * e + 12.0 * t * k, chip, False, "float32"))
