@@ -62,6 +62,24 @@ def device_busy_ms(fn: Callable[[], Any], sync: Callable[[], None], top: int = 0
     return total, lines
 
 
+def _timer(parts: dict[str, float]) -> Callable[[Any, str, str], Callable[[], None]]:
+    """timed_fn(owner, name, label): wrap owner.name so its wall time adds up in parts[label]; returns the undo."""
+
+    def timed_fn(owner: Any, name: str, label: str) -> Callable[[], None]:
+        orig = getattr(owner, name)
+
+        def wrapper(*args_: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return orig(*args_, **kwargs)
+            finally:
+                parts[label] = parts.get(label, 0.0) + time.perf_counter() - t0
+        setattr(owner, name, wrapper)
+        return lambda: setattr(owner, name, orig)
+
+    return timed_fn
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
@@ -233,18 +251,7 @@ def host_breakdown(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[[], 
     import npuport.parity.recorders as C
 
     parts: dict[str, float] = {}
-
-    def timed_fn(owner: Any, name: str, label: str) -> Callable[[], None]:
-        orig = getattr(owner, name)
-
-        def wrapper(*args_: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return orig(*args_, **kwargs)
-            finally:
-                parts[label] = parts.get(label, 0.0) + time.perf_counter() - t0
-        setattr(owner, name, wrapper)
-        return lambda: setattr(owner, name, orig)
+    timed_fn = _timer(parts)
 
     undo = [timed_fn(C.LeanStatsRecorder, "record", "record (incl. flushes)"), timed_fn(S.StatsBatcher, "flush", "flush"),
             timed_fn(S, "packed_rows", "flush: triton table + launches"), timed_fn(S.StatsBatcher, "_flush_torch", "flush: torch path"),
@@ -359,18 +366,7 @@ def one_shot_breakdown(module: torch.nn.Module, a: Any, kw: Any, sync: Callable[
     import npuport.parity.recorders as C
 
     parts: dict[str, float] = {}
-
-    def timed_fn(owner: Any, name: str, label: str) -> Callable[[], None]:
-        orig = getattr(owner, name)
-
-        def wrapper(*args_: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return orig(*args_, **kwargs)
-            finally:
-                parts[label] = parts.get(label, 0.0) + time.perf_counter() - t0
-        setattr(owner, name, wrapper)
-        return lambda: setattr(owner, name, orig)
+    timed_fn = _timer(parts)
 
     undo = [timed_fn(CP.Capturer, "__init__", "Capturer() (module names)"), timed_fn(CP.Capturer, "__enter__", "attach"),
             timed_fn(CP.Capturer, "__exit__", "detach"), timed_fn(S, "auto_budget", "automatic budget"),
