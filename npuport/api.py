@@ -165,6 +165,7 @@ class RecordOptions:
     out_dir: str = "profile"
     warmup: int = 2
     steps: int = 3
+    timed_steps: int = 20  # unprofiled steps whose median is the measured step (host noise needs more than a few)
     decode_cache: str = "fixed"  # fixed: every decode step the same cache length; grow: +1 token per step
 
 
@@ -180,7 +181,8 @@ def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = No
     out = Path(opts.out_dir)
     if opts.decode_cache not in ("fixed", "grow"):
         raise NpuportError("bad --decode-cache", "fixed or grow", opts.decode_cache)
-    return [record_scenario(target, sc, dev, out, opts.warmup, opts.steps, progress, opts.decode_cache) for sc in parsed]
+    return [record_scenario(target, sc, dev, out, opts.warmup, opts.steps, progress, opts.decode_cache,
+                            opts.timed_steps) for sc in parsed]
 
 
 def profile_import(path: str) -> dict[str, Any]:

@@ -4,7 +4,7 @@
 #   and TinyLlama-1.1B (train 1x2048, prefill 1x2048, decode 1 token after 2048) in bf16, plus a small GPT trace that
 #   ships as test data. Artifacts (JSON) come back packed per model; raw traces only for the GPT example.
 # Usage there: bash scripts/profile_gpu_run.sh OUT_DIR [PART...]   (transformers travels as wheels in .gpuwheels/)
-#   PART: calibration, gpt, models, grow (default: all four, in that order)
+#   PART: calibration, gpt, models, grow (default: all four, in that order); MODELS=... picks the models
 set -u
 OUT=${1:?out dir}
 shift
@@ -22,7 +22,7 @@ W=$(mktemp -d)
 want gpt && python3 -m npuport.cli.main profile record examples/gpt/model.py --dev cuda --scenario prefill:batch=1,seq=64 \
     --scenario train:batch=2,seq=32 --warmup 1 --steps 1 --out-dir "$W/gpt" \
   && tar -C "$W" -czf "$OUT/gpt.tgz" gpt
-want models && for m in tinyllama-1.1b olmoe-1b-7b llama-2-7b; do
+want models && for m in ${MODELS:-tinyllama-1.1b olmoe-1b-7b llama-2-7b}; do
   python3 -m npuport.cli.main profile record --hf examples/configs/$m.json --dtype bfloat16 --dev cuda $S \
       --warmup 2 --steps 5 --out-dir "$W/$m" && tar -C "$W" -czf "$OUT/$m.tgz" --exclude='*.trace.json.gz' "$m"
 done

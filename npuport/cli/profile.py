@@ -38,6 +38,8 @@ def profile() -> None:
 @click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto, sdpa, eager.")
 @click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Steps run before the profiled ones.")
 @click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Profiled steps per scenario.")
+@click.option("--timed-steps", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Steps timed afterwards without the profiler; their median is the measured step.")
 @click.option("--decode-cache", type=click.Choice(["fixed", "grow"]), default="fixed", show_default=True,
               help="fixed: the decode cache is given back its past tokens after each step (every step the audit's "
                    "shapes); grow: it grows a token per step, as in generation.")

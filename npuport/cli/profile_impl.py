@@ -38,11 +38,12 @@ def import_trace(trace: str, output: str, force: bool, quiet: bool, debug: bool)
 
 @handle_errors
 def record(model: str | None, hf_config: str | None, entry: str | None, scenarios: tuple[str, ...], dev: str,
-           dtype: str | None, attn: str, warmup: int, steps: int, decode_cache: str, out_dir: str, force: bool,
-           quiet: bool, debug: bool) -> None:
+           dtype: str | None, attn: str, warmup: int, steps: int, timed_steps: int, decode_cache: str, out_dir: str,
+           force: bool, quiet: bool, debug: bool) -> None:
     done = api.profile_record(ModelSpec(model=model, hf_config=hf_config, entry=entry, dtype=dtype, attn=attn),
                               RecordOptions(scenarios=scenarios or ("prefill",), dev=dev, out_dir=out_dir,
-                                            warmup=warmup, steps=steps, decode_cache=decode_cache),
+                                            warmup=warmup, steps=steps, timed_steps=timed_steps,
+                                            decode_cache=decode_cache),
                               progress=progress_printer(not quiet))
     for rec in done:
         path = Path(out_dir) / f"{rec.scenario.name}.profile.json"

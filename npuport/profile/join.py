@@ -121,10 +121,15 @@ def _step(audit_sc: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
                 "step_from": "unprofiled median" if plain is not None else "profiled steps (mean)",
                 "device_s": sum(s["kernel_s"] for s in steps) / n,
                 "host_s": sum(s.get("host_s", 0.0) for s in steps) / n}
+    issued = (profile.get("unprofiled") or {}).get("host_median_s")
+    if issued is not None:  # recorded with the host's issue time: the host side without the profiler's cost
+        measured["host_issue_s"] = issued
     est = audit_sc.get("step") or {"step_s": audit_sc.get("estimated_time_s", 0.0)}
     out = {"estimated": est, "measured": measured}
     if measured["step_s"] and est.get("step_s"):
         out["error"] = est["step_s"] / measured["step_s"] - 1.0
+    if issued and est.get("host_s"):
+        out["host_error"] = est["host_s"] / issued - 1.0
     if measured["device_s"] and est.get("device_s"):
         out["device_error"] = est["device_s"] / measured["device_s"] - 1.0
     return out

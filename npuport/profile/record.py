@@ -1,8 +1,9 @@
 """`npuport profile record`: run each scenario of a model for real under torch.profiler and keep what it measured.
 
 Per scenario: the model (built on the device, real weights from its initialization) runs `warmup` steps, then
-`steps` profiled steps, each ended by a device synchronize so a step's wall time holds its kernels, then `steps`
-more without the profiler for the step's wall time. Train is forward + backward (the audit's train step; the
+`steps` profiled steps, each ended by a device synchronize so a step's wall time holds its kernels, then
+`timed_steps` more without the profiler: their median wall time is the measured step, and the time until the host
+had issued a step's last op is its host time. Train is forward + backward (the audit's train step; the
 optimizer is not run), prefill a forward under no_grad, decode one token against the cache of `past` tokens: by default given back its `past` tokens (contiguous) after each step,
 outside the measurement, so every step runs the audit's shapes; `decode_cache="grow"` lets it grow a token per step
 as generation does (on the H200 with torch 2.11 that makes cuDNN attention plan anew for every new length).
@@ -121,7 +122,7 @@ def _activities(dev: str) -> list[ProfilerActivity]:
 
 
 def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, warmup: int = 2, steps: int = 3,
-                    progress: Progress | None = None, decode_cache: str = "fixed") -> Recorded:
+                    progress: Progress | None = None, decode_cache: str = "fixed", timed_steps: int = 20) -> Recorded:
     """Run `sc` for real on `dev` under torch.profiler; write DIR/NAME.trace.json.gz; return the artifact.
     decode_cache: "fixed" restores the cache to `past` tokens after each decode step (every step the same shapes,
     the audit's one step), "grow" lets it grow a token per step as generation does."""
@@ -179,7 +180,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
             model.module.train(False)
         with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)
-    plain = _timed_steps(model, sc, run, dev, max(steps, 5), progress, restore, inputs)
+    plain, issued = _timed_steps(model, sc, run, dev, timed_steps, progress, restore, inputs)
     probe = host_probe(dev)
     art = to_artifact(read_trace(final))
     art["scenario"] = sc.to_json() | {"spec": sc.spec()}
@@ -187,9 +188,11 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
                        **({"decode_cache": decode_cache} if sc.kind == "decode" else {}),
                        "torch": torch.__version__, "dtype": model.dtype, "model": model.name}
     art["unprofiled"] = {"step_s": plain, "median_s": statistics.median(plain),
+                         "host_s": issued, "host_median_s": statistics.median(issued),
                          "what": "wall time per step (synchronized) of the same steps run again without the profiler, "
                                  "whose own per-op cost inflates the host side of the traced steps (Python's garbage "
-                                 "collector collected before, paused during each step)"}
+                                 "collector collected before, paused during each step); host_s: from the step's start "
+                                 "until the host had issued its last op (the call returned, before the synchronize)"}
     art["host_probe"] = {"op_s": probe, "what": "host seconds per eager torch.add of 8 elements on the device, "
                                                  "timed right after the steps: how fast this host dispatches"}
     if mod is not None and hasattr(mod, "max_memory_allocated"):
@@ -199,9 +202,11 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
 
 
 def _timed_steps(model: LoadedModel, sc: Scenario, run: Callable[[], None], dev: str, steps: int,
-                 progress: Progress | None, restore: bool, inputs: Inputs) -> list[float]:
-    """Wall seconds of `steps` more steps without the profiler, each ended by a device synchronize."""
-    out = []
+                 progress: Progress | None, restore: bool, inputs: Inputs) -> tuple[list[float], list[float]]:
+    """Wall seconds of `steps` more steps without the profiler, each ended by a device synchronize, and per step
+    the seconds until the host had issued its last op (the step's call returned; the device may still be busy)."""
+    out: list[float] = []
+    issued: list[float] = []
     model.module.train(sc.kind == "train")
     try:
         with real_path(), quiet_transformers(), quiet_torch_logs(), warnings.catch_warnings():
@@ -215,15 +220,17 @@ def _timed_steps(model: LoadedModel, sc: Scenario, run: Callable[[], None], dev:
                 try:
                     t0 = time.perf_counter()
                     run()
+                    t1 = time.perf_counter()
                     synchronize(dev)
                     out.append(time.perf_counter() - t0)
+                    issued.append(t1 - t0)
                 finally:
                     gc.enable()
                 if restore:
                     _restore_cache(inputs, sc.past)
     finally:
         model.module.train(False)
-    return out
+    return out, issued
 
 
 def _captured(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str) -> Callable[[], None]:

@@ -33,12 +33,15 @@ MEASURED = ROOT / "docs" / "measured" / "profiles"
 def test_record_on_cpu_writes_trace_and_artifact_with_modules(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--scenario", "prefill:batch=1,seq=16",
                                    "--scenario", "train:batch=1,seq=16", "--warmup", "1", "--steps", "2",
-                                   "--out-dir", str(tmp_path / "p"), "--quiet"])
+                                   "--timed-steps", "4", "--out-dir", str(tmp_path / "p"), "--quiet"])
     assert res.exit_code == 0, res.output
     art = load_artifact(tmp_path / "p" / "train.profile.json")
     assert (tmp_path / "p" / "train.trace.json.gz").is_file()
     assert art["scenario"]["spec"] == "train:batch=1,seq=16" and art["recorded"]["steps"] == 2
-    assert len(art["steps"]) == 2 and len(art["unprofiled"]["step_s"]) == 5 and art["host_probe"]["op_s"] > 0
+    assert len(art["steps"]) == 2 and len(art["unprofiled"]["step_s"]) == 4 and art["host_probe"]["op_s"] > 0
+    # the host's issue time per timed step: never more than that step's wall time
+    plain = art["unprofiled"]
+    assert len(plain["host_s"]) == 4 and all(0 < h <= w for h, w in zip(plain["host_s"], plain["step_s"]))
     mods = {r["module"] for r in art["modules"]}
     # layer indices collapse as in the audit; backward ops land in the module of their forward op
     assert "blocks.*.mlp.fc" in mods and "lm_head" in mods
