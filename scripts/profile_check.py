@@ -68,6 +68,10 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
             mode = "graph" if art["scenario"].get("mode") == "graph" else "eager"
             on_host = (step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(probe))).step_s
                        if probe else None)
+            # each timed step against the estimate for the host speed probed right before it (where recorded)
+            per_step = art["unprofiled"].get("probe_s")
+            step_errors = ([step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(p))).step_s
+                            / w - 1.0 for p, w in zip(per_step, plain)] if per_step else None)
             rows.append({"model": model_dir.name, "scenario": art["scenario"]["spec"],
                          "estimated_s": st["estimated"]["step_s"], "measured_s": st["measured"]["step_s"],
                          "measured_range_s": (min(plain), max(plain)), "error": st.get("error"),
@@ -78,7 +82,8 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
                          "host_issue_s": st["measured"].get("host_issue_s"), "host_error": st.get("host_error"),
                          "host_probe_s": probe, "estimated_on_host_s": on_host,
                          "roofline_s": next(x["roofline_time_s"] for x in data["scenarios"] if x["name"] == name),
-                         "error_on_host": on_host / st["measured"]["step_s"] - 1.0 if on_host else None})
+                         "error_on_host": on_host / st["measured"]["step_s"] - 1.0 if on_host else None,
+                         "error_per_step": statistics.median(step_errors) if step_errors else None})
     return rows
 
 
@@ -87,9 +92,15 @@ def fit_host(folder: Path, model: str, chip: str) -> None:
     report, _ = _audit(model, arts, chip)
     inv = report.inventory
     tm = timing_for(inv.chip)
+    probes = [p for a in arts.values() for p in a["unprofiled"].get("probe_s") or []]
+    ref = statistics.median(probes) if probes else None
+
     def host(name: str) -> float:
-        # the host's issue time where the profile has it (the step's call returning), else the wall time
+        # the host's issue time where the profile has it (the step's call returning), else the wall time; with a
+        # probe before each step, each step's time is brought to the median probe's host speed first
         plain = arts[name]["unprofiled"]
+        if ref and plain.get("probe_s") and plain.get("host_s"):
+            return statistics.median(h * ref / p for h, p in zip(plain["host_s"], plain["probe_s"]))
         return float(plain.get("host_median_s") or plain["median_s"])
 
     fwd = []
@@ -103,7 +114,8 @@ def fit_host(folder: Path, model: str, chip: str) -> None:
     nb = sum(1 for c in train if c.kind != "view" and c.phase == "backward")
     hb = (host("train") - nf * hf) / nb
     print(f"{model} on {chip}: forward_call_s {hf:.3g} (prefill {fwd[0]:.3g}, decode {fwd[1]:.3g}), "
-          f"backward_call_s {hb:.3g} ({nf} forward + {nb} backward compute calls in train)")
+          f"backward_call_s {hb:.3g} ({nf} forward + {nb} backward compute calls in train)"
+          + (f", reference_probe_s {ref:.3g} (median of the probes before each timed step)" if ref else ""))
     host = replace(tm.host, forward_call_s=hf, backward_call_s=hb)
     fitted = replace(tm, host=host)
     for name in arts:
@@ -125,20 +137,20 @@ def main() -> None:
     ms = 1e3
     if args.markdown:
         print("| model | scenario | measured step (range) | estimated | error | for the run's host (probe) | error | "
-              "est. host / measured host issue | est. device / measured kernels | roofline alone / kernels | share distance | bound |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "per step, its host probed | est. host / measured host issue | est. device / measured kernels | roofline alone / kernels | share distance | bound |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             lo, hi = r["measured_range_s"]
             print(f"| {r['model']} | {r['scenario']} | {r['measured_s'] * ms:.1f} ms ({lo * ms:.1f}-{hi * ms:.1f}) | "
                   f"{r['estimated_s'] * ms:.1f} ms | {r['error']:+.0%} | {r['estimated_on_host_s'] * ms:.1f} ms "
-                  f"({r['host_probe_s'] * 1e6:.1f} µs) | {r['error_on_host']:+.0%} | {_host(r)} | {r['est_device_s'] * ms:.1f} / "
+                  f"({r['host_probe_s'] * 1e6:.1f} µs) | {r['error_on_host']:+.0%} | {_pct(r['error_per_step'])} | {_host(r)} | {r['est_device_s'] * ms:.1f} / "
                   f"{r['kernel_s'] * ms:.1f} ms ({r['device_error']:+.0%}) | {r['roofline_s'] / r['kernel_s']:.2f}x | "
                   f"{_dist(r['distance'])} | {r['bound']} |")
         return
     for r in rows:
         lo, hi = r["measured_range_s"]
         print(f"{r['model']:15} {r['scenario']:32} est {r['estimated_s'] * ms:7.1f} ms  measured {r['measured_s'] * ms:7.1f} "
-              f"({lo * ms:.1f}-{hi * ms:.1f})  err {r['error']:+5.0%}  host-scaled err {r['error_on_host']:+5.0%}  device {r['est_device_s'] * ms:6.1f}/{r['kernel_s'] * ms:6.1f} "
+              f"({lo * ms:.1f}-{hi * ms:.1f})  err {r['error']:+5.0%}  host-scaled err {r['error_on_host']:+5.0%}  per-step {_pct(r['error_per_step'])}  device {r['est_device_s'] * ms:6.1f}/{r['kernel_s'] * ms:6.1f} "
               f"({r['device_error']:+4.0%})  host {_host(r)}  distance {_dist(r['distance'])}  {r['bound']}-bound")
 
 
@@ -148,6 +160,10 @@ def _host(r: dict[str, Any]) -> str:
     if r["host_issue_s"] is None:  # recorded before the host's issue time was kept
         return f"{r['est_host_s'] * 1e3:.1f} ms / n/a"
     return f"{r['est_host_s'] * 1e3:.1f} / {r['host_issue_s'] * 1e3:.1f} ms ({r['host_error']:+.0%})"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.0%}"
 
 
 def _dist(d: float | None) -> str:

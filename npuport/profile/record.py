@@ -180,7 +180,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
             model.module.train(False)
         with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)
-    plain, issued = _timed_steps(model, sc, run, dev, timed_steps, progress, restore, inputs)
+    plain, issued, probes = _timed_steps(model, sc, run, dev, timed_steps, progress, restore, inputs)
     probe = host_probe(dev)
     art = to_artifact(read_trace(final))
     art["scenario"] = sc.to_json() | {"spec": sc.spec()}
@@ -188,11 +188,12 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
                        **({"decode_cache": decode_cache} if sc.kind == "decode" else {}),
                        "torch": torch.__version__, "dtype": model.dtype, "model": model.name}
     art["unprofiled"] = {"step_s": plain, "median_s": statistics.median(plain),
-                         "host_s": issued, "host_median_s": statistics.median(issued),
+                         "host_s": issued, "host_median_s": statistics.median(issued), "probe_s": probes,
                          "what": "wall time per step (synchronized) of the same steps run again without the profiler, "
                                  "whose own per-op cost inflates the host side of the traced steps (Python's garbage "
                                  "collector collected before, paused during each step); host_s: from the step's start "
-                                 "until the host had issued its last op (the call returned, before the synchronize)"}
+                                 "until the host had issued its last op (the call returned, before the synchronize); probe_s: the "
+                                 "host probe (300 tiny adds) taken right before each step"}
     art["host_probe"] = {"op_s": probe, "what": "host seconds per eager torch.add of 8 elements on the device, "
                                                  "timed right after the steps: how fast this host dispatches"}
     if mod is not None and hasattr(mod, "max_memory_allocated"):
@@ -202,11 +203,13 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
 
 
 def _timed_steps(model: LoadedModel, sc: Scenario, run: Callable[[], None], dev: str, steps: int,
-                 progress: Progress | None, restore: bool, inputs: Inputs) -> tuple[list[float], list[float]]:
+                 progress: Progress | None, restore: bool, inputs: Inputs) -> tuple[list[float], list[float], list[float]]:
     """Wall seconds of `steps` more steps without the profiler, each ended by a device synchronize, and per step
-    the seconds until the host had issued its last op (the step's call returned; the device may still be busy)."""
+    the seconds until the host had issued its last op (the step's call returned; the device may still be busy) and
+    a short host probe taken right before it."""
     out: list[float] = []
     issued: list[float] = []
+    probes: list[float] = []
     model.module.train(sc.kind == "train")
     try:
         with real_path(), quiet_transformers(), quiet_torch_logs(), warnings.catch_warnings():
@@ -215,6 +218,8 @@ def _timed_steps(model: LoadedModel, sc: Scenario, run: Callable[[], None], dev:
             for i in range(steps):
                 if progress:
                     progress(f"~{sc.name}: timing step {i + 1}/{steps} without the profiler")
+                # the host's speed right before this step: on a shared host it moves within a run (docs/profile.md)
+                probes.append(host_probe(dev, calls=300, repeats=1))
                 synchronize(dev)
                 gc.disable()
                 try:
@@ -230,7 +235,7 @@ def _timed_steps(model: LoadedModel, sc: Scenario, run: Callable[[], None], dev:
                     _restore_cache(inputs, sc.past)
     finally:
         model.module.train(False)
-    return out, issued
+    return out, issued, probes
 
 
 def _captured(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str) -> Callable[[], None]:
@@ -269,13 +274,13 @@ def _no_warnings() -> Iterator[None]:
         yield
 
 
-def host_probe(dev: str, calls: int = 2000) -> float:
+def host_probe(dev: str, calls: int = 2000, repeats: int = 3) -> float:
     """Host seconds per eager call of a tiny op: the same model runs slower on a slower or busier host, and a
     measured step is only comparable with an estimate made for the host it ran on."""
     with torch.device(dev) if dev != "cpu" else contextlib.nullcontext():
         x = torch.ones(8)
     best = float("inf")
-    for _ in range(3):
+    for _ in range(repeats):
         synchronize(dev)
         t0 = time.perf_counter()
         for _ in range(calls):
