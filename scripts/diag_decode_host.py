@@ -67,17 +67,31 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", action="append", required=True)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--before", default="", help="scenarios run (3 steps each) before decode, as record runs them")
+    ap.add_argument("--empty-cache", action="store_true", help="empty the caching allocator after --before")
     args = ap.parse_args()
     sc = parse_scenario("decode:batch=1,past=2048")
     for name in args.model:
         model = load_target(None, str(ROOT / "examples" / "configs" / f"{name}.json"), None, "bfloat16", "auto",
                             fake=False, part=None, device="cuda")
         model.module.train(False)
+        for spec in filter(None, args.before.split(",")):
+            other = parse_scenario(spec)
+            ins = model.make_inputs(other)
+            model.module.train(other.kind == "train")
+            for _ in range(3):
+                _step(model, other, ins)
+            torch.cuda.synchronize()
+            model.module.train(False)
+            del ins
+        if args.empty_cache:
+            gc.collect()
+            torch.cuda.empty_cache()
         inputs = model.make_inputs(sc)
         for _ in range(3):
             _step(model, sc, inputs)
             _restore_cache(inputs, sc.past)
-        res = {"model": name, "default": timed(model, sc, inputs, args.steps)}
+        res = {"model": name, "before": args.before, "empty_cache": args.empty_cache, "default": timed(model, sc, inputs, args.steps)}
         res["runtime_calls_ms"] = runtime_calls(model, sc, inputs)
         torch.backends.cuda.enable_cudnn_sdp(False)
         for _ in range(3):
