@@ -44,6 +44,7 @@ from npuport.parity.json_form import to_json as parity_to_json
 from npuport.parity.run import ParityResult, is_artifact_path, record, run_parity
 from npuport.parity.session import RunOptions, Target
 from npuport.parity.tolerances import load_tolerances
+from npuport.parity.verified import verification
 from npuport.profile.artifact import import_trace, load_artifact
 from npuport.profile.compare import compare as _compare_profiles
 from npuport.profile.join import join as join_profile
@@ -276,6 +277,7 @@ class ParityOptions:
     rel_l2: float | None = None
     localize: bool = True
     allow_unmatched: bool = False
+    verify: str = "once"  # record files against their sha256: once per file on this machine, or always
 
     def run_options(self) -> RunOptions:
         parse_scenario(self.scenario)  # a bad scenario is a usage error before anything loads
@@ -315,7 +317,8 @@ def parity_compare(ref: str, dev: str, spec: ModelSpec | None, opts: ParityOptio
     model on now (rebuilt with the record's weights and inputs), or a second record."""
     if not is_artifact_path(ref):
         raise NpuportError(f"--ref {ref!r} is not a record directory", "a directory written by `npuport parity record`", ref)
-    return parity_run(ref, dev, spec, opts, progress)
+    with verification(opts.verify):
+        return parity_run(ref, dev, spec, opts, progress)
 
 
 def parity_record(spec: ModelSpec, dev: str, output: str, opts: ParityOptions = ParityOptions(), force: bool = False,

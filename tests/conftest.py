@@ -12,3 +12,9 @@ CONFIGS = EXAMPLES / "configs"
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stamps of verified record files (npuport.parity.verified) go to a per-session folder, never the user's cache."""
+    monkeypatch.setenv("NPUPORT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "npuport-cache"))

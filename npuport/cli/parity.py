@@ -127,6 +127,9 @@ def run_cmd(scenario: str, model: str | None, hf_config: str | None, output: str
 @parity.command("compare", cls=Command, impl="npuport.cli.parity_impl:compare_cmd")
 @click.option("--ref", required=True, metavar="DIR", help="A record directory written by `npuport parity record`.")
 @click.option("--dev", required=True, metavar="DEVICE|DIR", help="A device to run MODEL on now, or a second record directory.")
+@click.option("--verify", type=click.Choice(["once", "always"]), default="once", show_default=True,
+              help="Check each record file against its manifest's sha256 once per file on this machine (again when "
+                   "the file changes), or on every compare.")
 @_report_options
 @_model_options
 @handle_errors

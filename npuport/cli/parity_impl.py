@@ -31,7 +31,7 @@ def _options(kw: dict[str, Any], **extra: Any) -> ParityOptions:
 def _compare(ref: str, dev: str, kw: dict[str, Any], run: Callable[..., Any] = parity_run) -> None:
     fmt = pick_format(kw["fmt"], kw["output"], FORMATS)
     opts = _options(kw, golden=kw["golden"], k=kw["k"], rel_l2=kw["rel_l2"], localize=not kw["no_localize"],
-                    allow_unmatched=kw["allow_unmatched"])
+                    allow_unmatched=kw["allow_unmatched"], verify=kw.get("verify") or "once")
     with quiet_stderr(kw["quiet"]):
         result, data = run(ref, dev, _spec(kw), opts, progress=progress_printer(not kw["quiet"]))
     # the indented JSON costs 0.15 s for a 6,000-entry record (json's pure-Python encoder): made only when written

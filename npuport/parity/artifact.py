@@ -30,6 +30,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from npuport.errors import NpuportError
+from npuport.parity import verified
 from npuport.parity.entries import Capture, Entry
 from npuport.parity.stats import Stats, StatsTable
 
@@ -251,7 +252,9 @@ def load_artifact(path: str | Path, verify: bool = True) -> Artifact:
 
 def check_hashes(folder: Path, manifest: dict[str, Any], names: list[str]) -> None:
     """Each named file against its sha256 in the manifest, the files hashed in parallel (sha256 runs at about
-    1.5 GB/s on one core: the largest cost of loading a record; docs/performance.md)."""
+    1 GB/s on one core: the largest cost of loading a record; docs/performance.md). A file this machine has already
+    matched against that hash and that has not changed since (npuport.parity.verified) is not hashed again."""
+    names = [n for n in names if not verified.already_verified(folder / n, manifest["files"][n]["sha256"])]
     if not names:
         return
     with ThreadPoolExecutor(max_workers=min(len(names), os.cpu_count() or 1)) as pool:
@@ -259,6 +262,7 @@ def check_hashes(folder: Path, manifest: dict[str, Any], names: list[str]) -> No
     for name, digest in zip(names, digests):
         if digest != manifest["files"][name]["sha256"]:
             _mismatch(folder, name, manifest["files"][name])
+        verified.stamp(folder / name, digest)
 
 
 def _mismatch(folder: Path, name: str, info: dict[str, Any]) -> NoReturn:

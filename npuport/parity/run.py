@@ -9,6 +9,7 @@ device side on every rank into a per-rank record beside the reference, then comp
 
 from __future__ import annotations
 
+import contextvars
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -131,7 +132,9 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
     arts: dict[str, Artifact | RankedArtifact] = {}
     devices: dict[str, Device] = {}
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:  # records load in parallel: mostly hashing, GIL released
-        loading = {role: pool.submit(load_side, text) for role, text in specs if is_artifact_path(text)}
+        # each in a copy of this context: the verification mode (npuport.parity.verified) is a context variable
+        loading = {role: pool.submit(contextvars.copy_context().run, load_side, text)
+                   for role, text in specs if is_artifact_path(text)}
         for role, text in specs:  # errors in the order of the sides, as one by one
             if role in loading:
                 arts[role] = loading[role].result()

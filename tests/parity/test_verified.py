@@ -1,0 +1,104 @@
+"""Record files hashed once per file identity (npuport.parity.verified): what is trusted, what is hashed again."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from npuport.errors import NpuportError
+from npuport.parity import artifact as art
+from npuport.parity import verified
+
+from .test_artifact import _synthetic
+
+
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    real = art._sha256
+    monkeypatch.setattr(art, "_sha256", lambda p: calls.append(p.name) or real(p))
+    return calls
+
+
+def test_stamp_is_trusted_only_for_the_same_file_and_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "x.bin"
+    f.write_bytes(b"abc" * 1000)
+    verified.stamp(f, "h1")
+    assert not verified.already_verified(f, "h1")  # stamped within RACY_S of the file's change: racy, hashed again
+    later = f.stat().st_ctime_ns + int(3e9)
+    with monkeypatch.context() as m:
+        m.setattr(time, "time_ns", lambda: later)  # a stamp taken 3 s after the file's change
+        verified.stamp(f, "h1")
+    assert verified.already_verified(f, "h1")
+    assert not verified.already_verified(f, "h2")  # the manifest lists another hash
+    with verified.verification("always"):
+        assert not verified.already_verified(f, "h1")
+    f.write_bytes(b"abd" * 1000)  # same size, rewritten in place: ctime moves
+    assert not verified.already_verified(f, "h1")
+    with pytest.raises(ValueError):
+        with verified.verification("sometimes"):
+            pass
+
+
+def test_second_compare_does_not_hash_and_a_changed_file_is_caught(tmp_path: Path, hashed: list[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _synthetic(tmp_path, "r", {0: torch.ones(64), 1: torch.arange(64.0)})
+    tensors = path / "tensors.safetensors"
+    hashed.clear()
+    art.load_artifact(path)
+    assert "tensors.safetensors" in hashed  # first load: hashed (the recorder's own write is too recent to trust)
+    now = time.time_ns()
+    with monkeypatch.context() as m:
+        m.setattr(time, "time_ns", lambda: now + int(5e9))  # the stamps of a load made 5 s after the record
+        art.load_artifact(path)
+    hashed.clear()
+    art.load_artifact(path)
+    assert hashed == []  # unchanged since a non-racy stamp: trusted
+    with verified.verification("always"):
+        art.load_artifact(path)
+    assert "tensors.safetensors" in hashed
+    # corrupted in place, same size, even with its mtime put back: the ctime moved, so it is hashed and refused
+    st = tensors.stat()
+    data = bytearray(tensors.read_bytes())
+    data[-3] ^= 0xFF
+    tensors.write_bytes(bytes(data))
+    os.utime(tensors, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(NpuportError, match="corrupt: tensors.safetensors does not match its hash"):
+        art.load_artifact(path)
+
+
+def test_unwritable_cache_hashes_every_time(tmp_path: Path, hashed: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("NPUPORT_CACHE_DIR", str(blocker))
+    path = _synthetic(tmp_path, "r", {0: torch.ones(8)})
+    for _ in range(2):
+        hashed.clear()
+        art.load_artifact(path)
+        assert "tensors.safetensors" in hashed
+
+
+def test_mode_reaches_the_threads_that_load_both_sides(llama_config: str, tmp_path: Path, hashed: list[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two records load in parallel threads: `--verify always` must hash there too, `once` must trust stamps there."""
+    from npuport.parity.entries import CaptureOptions
+    from npuport.parity.run import record, run_parity
+    from npuport.parity.session import RunOptions, Target
+
+    from .conftest import SCEN
+    ref = Path(record(Target(hf_config=llama_config), "cpu", RunOptions(scenario=SCEN, capture=CaptureOptions()),
+                      str(tmp_path / "ref")))
+    now = time.time_ns()
+    with monkeypatch.context() as m:
+        m.setattr(time, "time_ns", lambda: now + int(5e9))  # stamps taken 5 s after the record was written
+        assert run_parity(str(ref), str(ref), None, RunOptions())
+    hashed.clear()
+    assert run_parity(str(ref), str(ref), None, RunOptions())
+    assert hashed == []
+    with verified.verification("always"):
+        assert run_parity(str(ref), str(ref), None, RunOptions())
+    assert hashed.count("tensors.safetensors") == 2  # both sides, each in its loading thread
