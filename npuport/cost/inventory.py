@@ -68,6 +68,10 @@ class ReportedCall:
     # first use (the step is simulated for every chip of the comparison)
     layout: tuple | None = field(default=None, compare=False, repr=False)
     kind_id: int = field(default=-1, compare=False, repr=False)  # one number per distinct (layout, cost): _kind_id
+    # the call of an identical layer this one copies (npuport.trace.reuse), built before it: its cost, layout, times
+    # and shape signature are this call's, taken rather than worked out again
+    template: "ReportedCall | None" = field(default=None, compare=False, repr=False)
+    signature: str = field(default="", compare=False, repr=False)  # shape_signature, set on first use
 
 
 _KINDS: dict[tuple, int] = {}
@@ -91,6 +95,8 @@ def reported_calls(trace: Trace, native_composites: frozenset[str]) -> list[Repo
     groups: dict[tuple[int, str], list[OpCall]] = {}
     slots: dict[tuple[int, str], int] = {}
     key: tuple[int, str]
+    copy_of = trace.copy_of  # a copied layer's call -> its template's (npuport.trace.reuse)
+    built: dict[int, ReportedCall] = {}
     for call in trace.calls:
         frame = trace.frames.get(call.frame) if call.frame is not None else None
         if frame is not None and frame.op in native_composites:
@@ -101,12 +107,17 @@ def reported_calls(trace: Trace, native_composites: frozenset[str]) -> list[Repo
                 out.append(None)  # type: ignore[arg-type]  # filled below, keeps execution order
             groups[key].append(call)
             continue
-        kind = "view" if base_name(call.op) in no_traffic else call.kind
-        out.append(
-            ReportedCall(call.op, kind, call.phase, call.module, call.module_type, call.source, call.api,
-                         call.inputs, call.outputs, call_cost(call), call.index, indices=(call.index,),
-                         args=call.args, kwargs=call.kwargs)
-        )
+        # the first call built of its template (the template itself, or in backward, where the copies of later
+        # layers run first, an earlier copy): every call of one template has the same numbers
+        first = copy_of.get(call.index, call.index)
+        tpl = built.get(first) if copy_of else None
+        kind = tpl.kind if tpl is not None else "view" if base_name(call.op) in no_traffic else call.kind
+        made = ReportedCall(call.op, kind, call.phase, call.module, call.module_type, call.source, call.api,
+                            call.inputs, call.outputs, tpl.cost if tpl is not None else call_cost(call), call.index,
+                            indices=(call.index,), args=call.args, kwargs=call.kwargs, template=tpl)
+        if copy_of and tpl is None:
+            built[first] = made
+        out.append(made)
     for key, children in groups.items():
         frame = trace.frames[key[0]]
         out[slots[key]] = _frame_call(frame, key[1], children)
@@ -133,6 +144,11 @@ def apply_roofline(calls: Iterable[ReportedCall], chip: ChipProfile) -> None:
     fixed cost) and what bounds it on the roofline."""
     model = timing_for(chip)
     for c in calls:
+        tpl = c.template
+        if tpl is not None and tpl.costed_on == chip.name:  # a copied layer's call: its template's numbers
+            c.layout, c.kind_id = tpl.layout, tpl.kind_id
+            c.roofline_s, c.bound, c.costed_on, c.time_s = tpl.roofline_s, tpl.bound, tpl.costed_on, tpl.time_s
+            continue
         roof, c.bound = chip.roofline(c.cost.flops, c.cost.bytes, c.cost.dtype, c.cost.matrix)
         c.roofline_s = roof
         c.costed_on = chip.name
@@ -181,15 +197,16 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
     own = model is timing_for(chip)
     syncing = sync_ops()
     issued = []
-    seen: dict[int, float] = {}  # a layer's calls repeat in every layer: each kind of call is timed once per chip
+    # a layer's calls repeat in every layer: each kind of call (its layout and cost, which decide its device time on
+    # a chip, and what the simulation reads besides) is made into an Issued once per step
+    made: dict[tuple[int, str, str, str], Issued] = {}
     for c in calls:
-        if own and chip.name == c.costed_on:
-            dev = c.time_s
-        else:
-            key = c.kind_id if c.kind_id >= 0 else _kind_id(c)
-            got = seen.get(key)
-            dev = seen[key] = _device_s(c, model, chip) if got is None else got
-        issued.append(Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing))
+        key = (c.kind_id if c.kind_id >= 0 else _kind_id(c), c.op, c.kind, c.phase)
+        item = made.get(key)
+        if item is None:
+            dev = c.time_s if own and chip.name == c.costed_on else _device_s(c, model, chip)
+            item = made[key] = Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing)
+        issued.append(item)
     return simulate(model, issued, mode)
 
 
@@ -251,7 +268,8 @@ class ScenarioOpStats:
         self.time_s += c.time_s
         if c.bound == "compute":
             self.compute_bound_s += c.time_s
-        sig = shape_signature(c)
+        sig = c.signature or (c.template.signature if c.template is not None else "") or shape_signature(c)
+        c.signature = sig
         if sig not in self.examples and (c.args or c.kwargs):
             self.examples[sig] = example_json(c)
         self.shapes[sig] += 1

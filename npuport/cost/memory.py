@@ -136,8 +136,11 @@ def _merged(by_module: dict[str, int]) -> dict[str, int]:
     """The innermost modules (a parent's bytes are its children's), layer indices merged
     (model.layers.3.mlp -> model.layers.*.mlp), largest first."""
     out: dict[str, int] = {}
+    # every proper prefix of every path: a path among them has children (was a scan of all paths per path: quadratic
+    # in the modules, 1.3 M string tests for Llama-2-70B)
+    parents = {path[:i] for path in by_module for i, ch in enumerate(path) if ch == "."}
     for path, n in by_module.items():
-        if any(other.startswith(path + ".") for other in by_module):
+        if path in parents:
             continue
         key = ".".join("*" if part.isdigit() else part for part in path.split("."))
         out[key] = out.get(key, 0) + n

@@ -290,11 +290,31 @@ def evaluate(
             ]
         return got
 
+    # A copied layer's call is its template call with other ids and module path (npuport.trace.reuse): a rule that
+    # reads nothing else (no predicate, or a `local` one) fires on it exactly as on the template, decided once per
+    # template call. With `--no-reuse` every call is its own template and each is decided, as before.
+    once = {r.id for r in site_rules
+            if r.predicate is None or getattr(predicates.REGISTRY.get(r.predicate), "local", False)}
     for scenario, trace in traces.items():
         ctx = Context(chip, torch_npu, reproducibility, trace, traces)
+        decided: dict[tuple[str, int, str], str | None] = {}
+        copy_of, frame_copy_of = trace.copy_of, trace.frame_copy_of
         for site in iter_sites(trace):
+            if site.call is not None and copy_of:
+                tpl = ("c", copy_of.get(site.call.index, site.call.index))
+            elif site.frame is not None and frame_copy_of:
+                tpl = ("f", frame_copy_of.get(site.frame.id, site.frame.id))
+            else:
+                tpl = None
             for rule in candidates(site):
-                detail = site_hit(rule, site, ctx)
+                if tpl is not None and rule.id in once:
+                    key = (tpl[0], tpl[1], rule.id)
+                    if key in decided:
+                        detail = decided[key]
+                    else:
+                        detail = decided[key] = site_hit(rule, site, ctx)
+                else:
+                    detail = site_hit(rule, site, ctx)
                 if detail is not None:
                     add(rule, scenario, trace, site, detail)
     for rule in (r for r in rules if r.scope == "traces"):

@@ -28,6 +28,10 @@ class PredicateSpec:
     name: str
     func: Callable[..., Any]
     over_traces: bool = False
+    # local: the answer depends only on what a copied layer's call shares with its template's (op, arguments, shapes,
+    # dtypes, API, frame op, module type, phase) and on the chip / release, never on tensor ids, module paths or the
+    # calls around it; the engine then decides it once per template call (npuport.trace.reuse)
+    local: bool = False
 
 
 REGISTRY: dict[str, PredicateSpec] = {}
@@ -50,11 +54,11 @@ def op_tables() -> OpTables:
     return OpTables(**{key: frozenset(raw[key]["ops"]) for key in OpTables.__dataclass_fields__})
 
 
-def predicate(name: str, *, over_traces: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def predicate(name: str, *, over_traces: bool = False, local: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in REGISTRY:
             raise RuntimeError(f"behaviour predicate {name!r} is registered twice ({REGISTRY[name].func.__qualname__} and {fn.__qualname__})")
-        REGISTRY[name] = PredicateSpec(name, fn, over_traces)
+        REGISTRY[name] = PredicateSpec(name, fn, over_traces, local)
         return fn
 
     return register
@@ -65,7 +69,7 @@ def _shape(t: TensorMeta | None) -> str:
 
 
 # ---------------------------------------------------------------- dtypes, dataflow
-@predicate("complex_dtype")
+@predicate("complex_dtype", local=True)
 def complex_dtype(site: Site, ctx: Context) -> str | None:
     if site.name in ("complex", "polar"):
         return f"torch.{site.name}"
@@ -130,7 +134,7 @@ def _dropout_api(api: str | None) -> bool:
     return api is not None and any(fnmatch.fnmatchcase(api, p) for p in _DROPOUT_APIS)
 
 
-@predicate("dropout_active")
+@predicate("dropout_active", local=True)
 def dropout_active(site: Site, ctx: Context) -> str | None:
     if site.phase != "forward":
         return None
@@ -162,7 +166,7 @@ def dropout_mask_read(site: Site, ctx: Context) -> str | None:
     return None
 
 
-@predicate("npu_seeded_op")
+@predicate("npu_seeded_op", local=True)
 def npu_seeded_op(site: Site, ctx: Context) -> str | None:
     if not site.op.startswith("npu::"):
         return None
@@ -186,7 +190,7 @@ def inplace_on_view(site: Site, ctx: Context) -> str | None:
     return None
 
 
-@predicate("conv_1d_2d")
+@predicate("conv_1d_2d", local=True)
 def conv_1d_2d(site: Site, ctx: Context) -> str | None:
     if site.name not in ("convolution", "_convolution") or site.first_input is None:
         return None
@@ -238,7 +242,7 @@ def _status(ctx: Context, op: str, funcs: tuple[Callable[..., Any], Callable[[],
     return ctx.cache[key]
 
 
-@predicate("coverage_status")
+@predicate("coverage_status", local=True)
 def coverage_status(site: Site, ctx: Context, status: list) -> str | None:
     """The coverage data says this aten op is `status` on the target torch_npu (silent when coverage is absent)."""
     funcs = _coverage()
@@ -256,7 +260,7 @@ def coverage_status(site: Site, ctx: Context, status: list) -> str | None:
     return None
 
 
-@predicate("masked_softmax_fallback")
+@predicate("masked_softmax_fallback", local=True)
 def masked_softmax_fallback(site: Site, ctx: Context) -> str | None:
     if site.name != "_masked_softmax" or site.first_input is None:
         return None
@@ -286,7 +290,7 @@ def mha_fast_path(site: Site, ctx: Context) -> str | None:
     return f"nn.{site.module_type} at inference"
 
 
-@predicate("index_put_aicpu")
+@predicate("index_put_aicpu", local=True)
 def index_put_aicpu(site: Site, ctx: Context) -> str | None:
     if site.name not in ("index_put", "index_put_", "_index_put_impl_") or site.first_input is None:
         return None
@@ -307,7 +311,7 @@ def index_put_aicpu(site: Site, ctx: Context) -> str | None:
 
 
 # ---------------------------------------------------------------- documented deviations
-@predicate("repeat_interleave_large")
+@predicate("repeat_interleave_large", local=True)
 def repeat_interleave_large(site: Site, ctx: Context) -> str | None:
     if site.name != "repeat_interleave" or not site.outputs:
         return None
@@ -315,7 +319,7 @@ def repeat_interleave_large(site: Site, ctx: Context) -> str | None:
     return f"output has {n} elements (limit 2^22 = 4194304)" if n >= 1 << 22 else None
 
 
-@predicate("upsample_scale_factor")
+@predicate("upsample_scale_factor", local=True)
 def upsample_scale_factor(site: Site, ctx: Context) -> str | None:
     if not site.name.startswith(("upsample_", "_upsample_")):
         return None
@@ -326,7 +330,7 @@ def upsample_scale_factor(site: Site, ctx: Context) -> str | None:
     return None
 
 
-@predicate("pool_dilation")
+@predicate("pool_dilation", local=True)
 def pool_dilation(site: Site, ctx: Context) -> str | None:
     if not site.name.startswith(("max_pool1d", "max_pool2d", "max_pool3d")):
         return None
@@ -340,7 +344,7 @@ def _sdpa_tensors(site: Site) -> tuple[TensorMeta | None, TensorMeta | None, Ten
     return site.arg("query"), site.arg("key"), site.arg("value"), site.arg("attn_mask")
 
 
-@predicate("sdpa_float_mask")
+@predicate("sdpa_float_mask", local=True)
 def sdpa_float_mask(site: Site, ctx: Context) -> str | None:
     if site.name != "scaled_dot_product_attention":
         return None
@@ -397,7 +401,7 @@ def sdpa_math_path(site: Site, ctx: Context) -> str | None:
 
 
 # ---------------------------------------------------------------- npu_fusion_attention
-@predicate("tensor_arg_dtype_not_in")
+@predicate("tensor_arg_dtype_not_in", local=True)
 def tensor_arg_dtype_not_in(site: Site, ctx: Context, arg: str, dtypes: list) -> str | None:
     t = site.arg(arg)
     if isinstance(t, TensorMeta) and t.dtype not in dtypes:
@@ -424,7 +428,7 @@ def fa_dims(site: Site) -> tuple[int, int, int, int, int] | None:
     return q.shape[n], k.shape[n], q.shape[d], k.shape[d], v.shape[d]
 
 
-@predicate("fa_shape")
+@predicate("fa_shape", local=True)
 def fa_shape(site: Site, ctx: Context) -> str | None:
     layout = site.arg("input_layout")
     if layout not in ("BSH", "SBH", "BSND", "BNSD", "TND"):
@@ -447,7 +451,7 @@ def fa_shape(site: Site, ctx: Context) -> str | None:
     return ", ".join(reasons) or None
 
 
-@predicate("fa_dtype")
+@predicate("fa_dtype", local=True)
 def fa_dtype(site: Site, ctx: Context) -> str | None:
     ts = [site.arg(n) for n in ("query", "key", "value", "pse")]
     dts = [t.dtype for t in ts if isinstance(t, TensorMeta)]
@@ -458,7 +462,7 @@ def fa_dtype(site: Site, ctx: Context) -> str | None:
     return None
 
 
-@predicate("fa_sparse_mask")
+@predicate("fa_sparse_mask", local=True)
 def fa_sparse_mask(site: Site, ctx: Context) -> str | None:
     mode = site.arg("sparse_mode", 0)
     need = {2: (2048, 2048), 3: (2048, 2048), 4: (2048, 2048), 7: (2048, 2048), 8: (2048, 2048), 6: (3072, 2048)}.get(mode)
@@ -472,7 +476,7 @@ def fa_sparse_mask(site: Site, ctx: Context) -> str | None:
     return None
 
 
-@predicate("fa_tnd_leading_zero")
+@predicate("fa_tnd_leading_zero", local=True)
 def fa_tnd_leading_zero(site: Site, ctx: Context) -> str | None:
     if site.arg("input_layout") != "TND":
         return None
@@ -484,7 +488,7 @@ def fa_tnd_leading_zero(site: Site, ctx: Context) -> str | None:
 
 
 # ---------------------------------------------------------------- fused NPU ops
-@predicate("rms_norm_chip")
+@predicate("rms_norm_chip", local=True)
 def rms_norm_chip(site: Site, ctx: Context) -> str | None:
     if len(site.inputs) < 2:
         return None
@@ -497,7 +501,7 @@ def rms_norm_chip(site: Site, ctx: Context) -> str | None:
     return ", ".join(reasons) or None
 
 
-@predicate("add_rms_norm_chip")
+@predicate("add_rms_norm_chip", local=True)
 def add_rms_norm_chip(site: Site, ctx: Context) -> str | None:
     if ctx.chip == "Ascend910A":
         return "not in the product table for the Atlas training series"
@@ -506,7 +510,7 @@ def add_rms_norm_chip(site: Site, ctx: Context) -> str | None:
     return None
 
 
-@predicate("rotary_mul_shape")
+@predicate("rotary_mul_shape", local=True)
 def rotary_mul_shape(site: Site, ctx: Context) -> str | None:
     x = site.first_input
     if x is None:
@@ -519,7 +523,7 @@ def rotary_mul_shape(site: Site, ctx: Context) -> str | None:
     return None
 
 
-@predicate("apply_rotary_head_dim")
+@predicate("apply_rotary_head_dim", local=True)
 def apply_rotary_head_dim(site: Site, ctx: Context) -> str | None:
     x = site.first_input
     if x is None or not x.shape:

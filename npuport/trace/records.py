@@ -131,4 +131,6 @@ class Trace:
     memory: Any = None  # npuport.trace.memory.MemoryTrace of the step, when it was measured
     collectives: list[CollectiveCall] = field(default_factory=list)  # under a process group: what this rank issued
     reused: int = 0  # layer calls whose records were copied from an identical layer's (npuport.trace.reuse)
+    copy_of: dict[int, int] = field(default_factory=dict)  # a copied call's index -> its template call's index
+    frame_copy_of: dict[int, int] = field(default_factory=dict)  # a copied frame's id -> its template frame's id
     skipped: int = 0  # of those, calls that did not run at all (inference: outputs and memory replayed)

@@ -197,6 +197,7 @@ class LayerReuse:
         self._handles: list[Any] = []
         self._order = itertools.count()
         self.copied = 0  # layer calls taken from a template
+        self.pairs: list[tuple[OpCall, OpCall]] = []  # (copied call, its template call)
         self.skipped = 0  # of those, calls that did not run (inference)
         self.memory: Any = None  # the MemoryTracker of the step, when there is one (it sets itself here)
         self._forwards: list[tuple[torch.nn.Module, Any]] = []
@@ -441,13 +442,16 @@ class LayerReuse:
 
     def _copy_call(self, call: OpCall, ids: dict[int, int], frames: dict[int, int], old: str, new: str,
                    index: int) -> OpCall:
-        return OpCall(index, call.op, call.kind, call.phase, tuple(self._meta(m, ids) for m in call.inputs),
+        made = OpCall(index, call.op, call.kind, call.phase, tuple(self._meta(m, ids) for m in call.inputs),
                       tuple(self._meta(m, ids) for m in call.outputs), call.args, call.kwargs,
                       _rename(call.module, old, new), call.module_type, call.source, call.api,
                       frames.get(call.frame, call.frame) if call.frame is not None else None, call.mutated)
+        self.pairs.append((made, call))  # indices settle at finish(): Trace.copy_of is made from these there
+        return made
 
     def _copy_frame(self, frame: ApiFrame, ids: dict[int, int], old: str, new: str) -> int:
         fid = len(self.trace.frames)
+        self.trace.frame_copy_of[fid] = self.trace.frame_copy_of.get(frame.id, frame.id)
         self.trace.frames[fid] = replace(frame, id=fid, inputs=tuple(self._meta(m, ids) for m in frame.inputs),
                                          outputs=tuple(self._meta(m, ids) for m in frame.outputs),
                                          module=_rename(frame.module, old, new))
@@ -544,6 +548,7 @@ class LayerReuse:
             trace.calls[:] = calls
         for i, call in enumerate(trace.calls):
             call.index = i
+        trace.copy_of.update((made.index, tpl.index) for made, tpl in self.pairs)
         if self.copied:
             trace.reused, trace.skipped = self.copied, self.skipped
 
