@@ -181,6 +181,7 @@ class _Shares:
     def __init__(self, chip: str, callback: Callable[[OpCall], float] | None) -> None:
         self.chip, self.callback = chip, callback
         self._per_trace: dict[int, dict[int, float]] = {}
+        self._per_frame: dict[int, dict[int, float]] = {}
 
     def _table(self, trace: Trace) -> dict[int, float]:
         key = id(trace)
@@ -205,8 +206,19 @@ class _Shares:
             return table.get(site.call.index)
         if site.frame is None:  # a collective: communication, not a share of compute time
             return None
-        fid = site.frame.id
-        return sum(table.get(c.index, 0.0) for c in trace.calls if c.frame == fid)
+        return self._frames(trace, table).get(site.frame.id, 0.0)
+
+    def _frames(self, trace: Trace, table: dict[int, float]) -> dict[int, float]:
+        """Each frame's share: the sum over the calls it issued, made in one pass over the trace (it was one pass per
+        frame site)."""
+        key = id(trace)
+        got = self._per_frame.get(key)
+        if got is None:
+            got = self._per_frame[key] = {}
+            for c in trace.calls:
+                if c.frame is not None:
+                    got[c.frame] = got.get(c.frame, 0.0) + table.get(c.index, 0.0)
+        return got
 
 
 # ---------------------------------------------------------------- evaluation
