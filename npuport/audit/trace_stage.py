@@ -14,6 +14,7 @@ from torch.utils._pytree import tree_flatten
 
 from npuport.audit.report import TraceStage
 from npuport.errors import NpuportError, describe_exception
+from npuport.model.hf import prefill_once
 from npuport.model.hf.build import quiet_transformers as _quiet_libraries
 from npuport.model.hf.fallbacks import kernel_fallbacks, notes_for
 from npuport.model.hf.inputs import real_path
@@ -34,7 +35,7 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
     recorded once (npuport.trace.reuse; never for a distributed rank)."""
     reuse = reuse and model.distributed is None
     try:
-        with _torch_logs_quiet():
+        with _torch_logs_quiet(), prefill_once.allowed(reuse):  # the decode cache's prefill: identical layers once
             inputs = model.make_inputs(sc)
     except NpuportError:
         raise
@@ -52,7 +53,9 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
     except _DataDependent:
         # a guard transformers skips while tracing read a tensor value on the real path: follow the tracing path
         # for this scenario and say so (the inventory may then hold an explicit mask the real run does not build)
-        trace = _record(model, sc, model.make_inputs(sc) or inputs, real=False, tick=tick, reuse=reuse)
+        with prefill_once.allowed(reuse):
+            again = model.make_inputs(sc)
+        trace = _record(model, sc, again or inputs, real=False, tick=tick, reuse=reuse)
         trace.notes.append(f"{sc.name}: traced along transformers' export path (a value-dependent check on the real "
                            "path cannot run on fake tensors)")
         return trace, sc

@@ -650,3 +650,10 @@ def _rename(module: str, old: str, new: str) -> str:
     if old and module.startswith(old + "."):
         return new + module[len(old):]
     return module
+
+
+# shared with npuport.model.hf.prefill_once (the decode cache's prefill with identical layers run once)
+OWN_INDEX = _OWN_INDEX
+PRIMITIVE = _PRIMITIVE
+call_signature = _signature
+storage_of = _storage

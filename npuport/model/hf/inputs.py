@@ -18,6 +18,7 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException
 
 from npuport.model.hf.build import quiet_transformers
+from npuport.model.hf.prefill_once import layers_once
 from npuport.model.scenarios import Scenario
 
 Inputs = tuple[tuple, dict]
@@ -210,10 +211,10 @@ def _prefill_cache(model: torch.nn.Module, batch: int, past: int, vocab: int) ->
 
     try:
         try:
-            with torch.no_grad(), real_path(), quiet_transformers():
+            with torch.no_grad(), real_path(), quiet_transformers(), layers_once(model):
                 out = model(input_ids=ids, use_cache=True)
         except DataDependentOutputException:  # a value-dependent check on the real path: take the tracing path
-            with torch.no_grad(), quiet_transformers():
+            with torch.no_grad(), quiet_transformers(), layers_once(model):
                 out = model(input_ids=ids, use_cache=True)
     finally:
         model.train(was)
