@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -108,11 +109,21 @@ def advise(traces: Mapping[str, Trace], chip: ChipProfile, torch_npu: str | None
     """Fusion opportunities in the forward pass of each scenario, with their replacement and saving."""
     data = load_fusions()
     out: list[Advice] = []
+    chosen: dict[tuple, tuple[dict[str, Any] | None, list[dict[str, Any]]]] = {}
+
+    def choose(rep_ids: tuple[str, ...], facts: Facts) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        # every layer's match asks the same question (its replacements against the same facts): checked once, each
+        # Advice getting its own copy of the answer
+        key = (rep_ids, facts)
+        if key not in chosen:
+            chosen[key] = _choose(data, rep_ids, facts)
+        return copy.deepcopy(chosen[key])
+
     for name, trace in traces.items():
         graph = Dataflow(c for c in trace.calls if c.phase == "forward")
         for m in find_matches(graph, data.patterns):
             facts = _facts(m, chip.name, torch_npu)
-            rep, rejected = _choose(data, m.pattern.replacements, facts)
+            rep, rejected = choose(tuple(m.pattern.replacements), facts)
             saved = _saving(graph, m, chip)
             status = "blocked" if m.blocked else ("proposed" if rep else "no-replacement")
             out.append(Advice(m.pattern.id, m.pattern.title, name, status, module_pattern(m.anchor.module), m.anchor.source,
@@ -123,7 +134,7 @@ def advise(traces: Mapping[str, Trace], chip: ChipProfile, torch_npu: str | None
             if frame.op != "aten::scaled_dot_product_attention" or frame.phase != "forward":
                 continue
             facts = _sdpa_facts(frame, chip.name, torch_npu)
-            rep, rejected = _choose(data, tuple(data.sdpa["replacements"]), facts)
+            rep, rejected = choose(tuple(data.sdpa["replacements"]), facts)
             note = None
             if rejected and rep is not None:
                 note = "NPU SDPA leaves its fused path: " + "; ".join(rejected[0]["reasons"])
