@@ -211,6 +211,9 @@ def test_join_holds_the_estimate_against_the_h200_profile() -> None:
     assert j["shape_note"] is None
     st = j["step"]
     assert st["measured"]["step_s"] == pytest.approx(art["unprofiled"]["median_s"])
+    # the host side as measured without the profiler (the step's call returning), against the estimated host time
+    assert st["measured"]["host_issue_s"] == pytest.approx(art["unprofiled"]["host_median_s"])
+    assert st["host_error"] == pytest.approx(st["estimated"]["host_s"] / st["measured"]["host_issue_s"] - 1.0)
     assert abs(st["device_error"]) < 0.25  # device time per step within 25% (docs/profile.md has the figure)
     assert j["distance"] < 0.2
     mods = {m["module"]: m for m in j["modules"]}
