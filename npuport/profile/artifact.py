@@ -52,7 +52,9 @@ def to_artifact(trace: Trace) -> dict[str, Any]:
     rows: list[dict[str, Any]] = [{"op": name, "calls": s.calls, "host_s": s.host_us * _US, "device_s": s.device_us * _US,
              "share": s.device_us / total_dev if total_dev else 0.0,
              "parents": {p: t * _US for p, t in sorted(s.parents.items()) if t}, "kernels": _kernels(s),
-             "parent_calls": dict(sorted(s.parent_calls.items()))}
+             "parent_calls": dict(sorted(s.parent_calls.items())),
+             **({"parents_inclusive": {p: t * _US for p, t in sorted(s.parents_inclusive.items()) if t}}
+                if s.parents_inclusive else {})}
             for name, s in trace.ops.items()]
     rows.sort(key=lambda r: (-r["device_s"], r["op"]))
     steps = [{"name": s["name"], "wall_s": s["wall_us"] * _US, "kernel_s": s["kernel_us"] * _US,

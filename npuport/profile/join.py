@@ -52,9 +52,14 @@ def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float
     per = 1.0 / steps_in(profile)
     parents: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     by_calls: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # where an op sits, by calls
+    # where an op's callees' time sits: its calls' kernels and their callees' per parent (recorded traces since
+    # 2026-12-04); older artifacts fall back to the op's own kernels per parent, then to its calls
+    within: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     calls: dict[str, int] = defaultdict(int)
     for r in profile["ops"]:
         calls[base(r["op"])] += int(r.get("calls", 0))
+        for p, t in (r.get("parents_inclusive") or {}).items():
+            within[base(r["op"])][base(p) if p else ""] += t * per
         for p, t in (r.get("parents") or {"": r["device_s"]}).items():
             parents[base(r["op"])][base(p) if p else ""] += t * per
         for p, n in (r.get("parent_calls") or {}).items():
@@ -70,7 +75,7 @@ def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float
         if op == "" or depth > _DEPTH or (op not in parents and op not in by_calls):
             only[origin] += t
             return
-        split = parents[op]
+        split = within[op] if op in within else parents[op]
         total = sum(split.values())
         if not total and by_calls.get(op):  # an op without kernels of its own: its parents by calls
             split = by_calls[op]

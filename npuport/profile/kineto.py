@@ -45,6 +45,10 @@ class OpStats:
     parents: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # immediate parent op -> device_us
     kernels: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # device kernel name -> device_us
     parent_calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # immediate parent op -> calls
+    # immediate parent op -> the kernel time of these calls and everything they called (kept where that is more than
+    # their own): the join rolls an unlisted op's time up to its parents in these proportions, which calls of a
+    # kernel-less op (`zero_` under `new_zeros`, `zeros`, `nll_loss_backward`) cannot give
+    parents_inclusive: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
 
 @dataclass
@@ -257,15 +261,25 @@ def read_trace(path: str | Path) -> Trace:
             device_us[who] += dur
             kernel_names[who][kname] += dur
     on_cpu = not kernels
+    inclusive: dict[int, float] = {}  # op instance -> its kernels' and its callees' (children come after parents)
+    if not on_cpu:
+        inclusive = dict(device_us)
+        for k in range(len(flat) - 1, -1, -1):
+            up, t = flat[k][1], inclusive.get(k)
+            if t and up >= 0:
+                inclusive[up] = inclusive.get(up, 0.0) + t
     by_module: dict[tuple[str, str], OpStats] = defaultdict(OpStats)
     for k, (name, parent, self_us, _seq, _module) in enumerate(flat):
         dev = self_us if on_cpu else device_us.get(k, 0.0)
+        within = inclusive.get(k, 0.0)
         for st in (ops[name], by_module[(modules[k], name)]):
             st.calls += 1
             st.host_us += self_us
             st.device_us += dev
             st.parents[flat[parent][0] if parent >= 0 else ""] += dev
             st.parent_calls[flat[parent][0] if parent >= 0 else ""] += 1
+            if within > dev:
+                st.parents_inclusive[flat[parent][0] if parent >= 0 else ""] += within
             for kn, t in kernel_names.get(k, {}).items():
                 st.kernels[kn] += t
     if unattributed:

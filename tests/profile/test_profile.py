@@ -174,3 +174,34 @@ def test_cli_malformed_trace_exits_2_with_one_error_line(tmp_path: Path) -> None
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
     assert not (tmp_path / "a.json").exists()
+
+
+def test_kernel_less_op_rolls_up_by_its_callees_time_not_its_calls(tmp_path: Path) -> None:
+    """`zero_` has no kernel of its own; its `fill_` kernels run under two parents with very different sizes (one
+    large `nll_loss_backward` zeroing, three small `new_zeros`). The join must give each parent the time its own
+    zeroing took, not a share by call count."""
+    events = [_x("user_annotation", "ProfilerStep#0", 0, 1000)]
+    corr = 1
+    kernels = []
+
+    def call(parent: str, start: float, fill_us: float) -> None:
+        nonlocal corr
+        events.extend([_x("cpu_op", parent, start, 40), _x("cpu_op", "aten::zero_", start + 2, 30),
+                       _x("cpu_op", "aten::fill_", start + 4, 20),
+                       _x("cuda_runtime", "cudaLaunchKernel", start + 6, 2, correlation=corr)])
+        kernels.append(_x("kernel", "fill_kernel", 500 + start, fill_us, tid=7, correlation=corr))
+        corr += 1
+
+    call("aten::nll_loss_backward", 10, 90.0)
+    for i in range(3):
+        call("aten::new_zeros", 100 + 50 * i, 2.0)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events + kernels}))
+    art = import_trace(path)
+    ops = {r["op"]: r for r in art["ops"]}
+    assert ops["aten::zero_"]["parents_inclusive"] == {"aten::nll_loss_backward": pytest.approx(90e-6),
+                                                       "aten::new_zeros": pytest.approx(6e-6)}
+    audit = _audit({"aten::nll_loss_backward": ("compute", 1e-4), "aten::new_zeros": ("compute", 1e-5)})
+    rows = {r["op"]: r for r in join(audit, art, "prefill")["ops"]}
+    assert rows["aten::nll_loss_backward"]["measured_s"] == pytest.approx(90e-6)  # by calls it was 24 us
+    assert rows["aten::new_zeros"]["measured_s"] == pytest.approx(6e-6)
