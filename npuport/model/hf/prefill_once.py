@@ -44,11 +44,21 @@ def allowed(on: bool) -> Iterator[None]:
         _allowed.reset(token)
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """A template's output tensor, as its copies make it."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+
+
 @dataclass
 class _Template:
     slot: int | None  # the cache slot it filled; None: its copies run in full
     spec: Any = None
-    leaves: list[Any] | None = None  # its outputs: tensors as (shape, stride, dtype, device), other values as they are
+    leaves: list[Any] | None = None  # its outputs: tensors as _Shape, other values as they are
 
 
 @contextlib.contextmanager
@@ -81,8 +91,8 @@ def _forward(mod: torch.nn.Module, original: Any, group: tuple, templates: dict[
         if tpl is not None and tpl.slot is not None and cache is not None and slot is not None \
                 and tpl.leaves is not None and _reach(cache, slot) and (own := _clone(cache.layers[tpl.slot])) is not None:
             cache.layers[slot] = own
-            made = [torch.empty_strided(x[0], x[1], dtype=x[2], device=x[3]) if isinstance(x, tuple) and len(x) == 4
-                    and isinstance(x[2], torch.dtype) else x for x in tpl.leaves]
+            made = [torch.empty_strided(x.shape, x.stride, dtype=x.dtype, device=x.device) if isinstance(x, _Shape)
+                    else x for x in tpl.leaves]
             return tree_unflatten(made, tpl.spec)
         before = _slots(cache)
         out = original(*args, **kwargs)
@@ -113,7 +123,7 @@ def _profile(out: Any, cache: Any, slot: int | None, before: list[dict[str, Any]
     stores = [storage_of(t) for t in outs]
     if any(t.layout != torch.strided for t in outs) or any(s in known for s in stores) or len(set(stores)) != len(stores):
         return _Template(None)
-    return _Template(slot, spec, [(tuple(x.shape), tuple(x.stride()), x.dtype, x.device)
+    return _Template(slot, spec, [_Shape(tuple(x.shape), tuple(x.stride()), x.dtype, x.device)
                                   if isinstance(x, torch.Tensor) else x for x in leaves])
 
 
@@ -124,9 +134,14 @@ def _cache_of(args: tuple, kwargs: dict) -> Any:
     return None
 
 
+# the attributes a layer's own index goes by, in a fixed order (a set's order changes with the process's hash seed);
+# a 1-based one (`layer_number`) names no slot its template filled, so its copies run in full
+_SLOT_NAMES = tuple(sorted(OWN_INDEX, key=lambda n: (n != "layer_idx", n)))
+
+
 def _own_slot(mod: torch.nn.Module) -> int | None:
     for sub in mod.modules():
-        for name in OWN_INDEX:
+        for name in _SLOT_NAMES:
             value = vars(sub).get(name)
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
