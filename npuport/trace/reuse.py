@@ -676,3 +676,4 @@ OWN_INDEX = _OWN_INDEX
 PRIMITIVE = _PRIMITIVE
 call_signature = _signature
 storage_of = _storage
+OutShape = _Out  # a template's output tensor as a copy makes it

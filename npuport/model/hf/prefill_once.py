@@ -27,7 +27,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from npuport.trace.reuse import OWN_INDEX, PRIMITIVE, call_signature, groups_of, storage_of
+from npuport.trace.reuse import OWN_INDEX, PRIMITIVE, OutShape, call_signature, groups_of, storage_of
 
 # off unless the audit turns it on: a real run (parity, profile, bench) needs the cache's real values, which only
 # running every layer gives
@@ -44,21 +44,11 @@ def allowed(on: bool) -> Iterator[None]:
         _allowed.reset(token)
 
 
-@dataclass(frozen=True)
-class _Shape:
-    """A template's output tensor, as its copies make it."""
-
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    dtype: torch.dtype
-    device: torch.device
-
-
 @dataclass
 class _Template:
     slot: int | None  # the cache slot it filled; None: its copies run in full
     spec: Any = None
-    leaves: list[Any] | None = None  # its outputs: tensors as _Shape, other values as they are
+    leaves: list[Any] | None = None  # its outputs: tensors as OutShape, other values as they are
 
 
 @contextlib.contextmanager
@@ -91,7 +81,7 @@ def _forward(mod: torch.nn.Module, original: Any, group: tuple, templates: dict[
         if tpl is not None and tpl.slot is not None and cache is not None and slot is not None \
                 and tpl.leaves is not None and _reach(cache, slot) and (own := _clone(cache.layers[tpl.slot])) is not None:
             cache.layers[slot] = own
-            made = [torch.empty_strided(x.shape, x.stride, dtype=x.dtype, device=x.device) if isinstance(x, _Shape)
+            made = [torch.empty_strided(x.shape, x.stride, dtype=x.dtype, device=x.device) if isinstance(x, OutShape)
                     else x for x in tpl.leaves]
             return tree_unflatten(made, tpl.spec)
         before = _slots(cache)
@@ -123,7 +113,7 @@ def _profile(out: Any, cache: Any, slot: int | None, before: list[dict[str, Any]
     stores = [storage_of(t) for t in outs]
     if any(t.layout != torch.strided for t in outs) or any(s in known for s in stores) or len(set(stores)) != len(stores):
         return _Template(None)
-    return _Template(slot, spec, [_Shape(tuple(x.shape), tuple(x.stride()), x.dtype, x.device)
+    return _Template(slot, spec, [OutShape(tuple(x.shape), tuple(x.stride()), x.dtype, x.device)
                                   if isinstance(x, torch.Tensor) else x for x in leaves])
 
 
