@@ -8,7 +8,9 @@ Usage (on the lent H200: python3 scripts/calibrate_timing.py --chip H200 -o cali
     python scripts/calibrate_timing.py --chip H200 [--device cuda] -o OUT.json
 
 Timing: device events around each run, median of `reps` runs after warm-up (device work); host cost: wall time of a
-Python loop of tiny ops divided by the op count, with a synchronize at the end only (host work).
+Python loop of tiny ops divided by the op count, with a synchronize at the end only (host work); and per
+microbenchmark on a GPU its own host issue time per eager call, and how much it costs beyond a tiny add's in tiny
+adds (host_extra: what an op of the class costs the host above the cheapest op).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def device_time(fn: Callable[[], Any], dev: str, reps: int = 20, warm: int = 3, 
     for _ in range(warm):
         fn()
     if dev != "cpu":
+        LAST["host_s"], LAST["host_extra"] = host_issue(fn, dev)
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         side = torch.cuda.Stream()
@@ -77,7 +80,33 @@ def device_time(fn: Callable[[], Any], dev: str, reps: int = 20, warm: int = 3, 
     raise AssertionError("unreachable")
 
 
-LAST: dict[str, float | None] = {"kernel_s": None}  # CUPTI kernel time per call of the last device_time() run
+# of the last device_time() run: CUPTI kernel time per call, host issue time per call, host cost beyond a tiny add's
+LAST: dict[str, float | None] = {"kernel_s": None, "host_s": None, "host_extra": None}
+HOST_CALLS = 10  # calls per host timing: far fewer than the launch queue holds, so the host never waits for it
+
+
+def host_issue(fn: Callable[[], Any], dev: str, repeats: int = 7) -> tuple[float, float]:
+    """Host seconds per eager call of fn (the time until the calls returned, device work still queued), and what it
+    costs beyond a tiny add timed the same way right after it, in tiny adds: the op's own host cost above the
+    cheapest eager op, read in the same moment and as a ratio so that a host whose speed moves within the run
+    (docs/profile.md) cancels out."""
+    tiny = torch.ones(8, device=dev)
+    own, extra = [], []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(HOST_CALLS):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        for _ in range(HOST_CALLS):
+            torch.add(tiny, tiny)
+        t3 = time.perf_counter()
+        torch.cuda.synchronize()
+        own.append((t1 - t0) / HOST_CALLS)
+        extra.append((t1 - t0) / (t3 - t2) - 1.0)
+    return statistics.median(own), statistics.median(extra)
 
 
 def rnd(shape: tuple[int, ...], dtype: torch.dtype, dev: str) -> torch.Tensor:
@@ -90,8 +119,11 @@ def row(cls: str, name: str, t: float, flops: float, nbytes: float, chip: Any, m
     bound = "compute" if ct >= mt else "memory"
     roof = max(ct, mt)
     kernel_s, LAST["kernel_s"] = LAST["kernel_s"], None
-    return {"class": cls, "name": name, "time_s": t, "kernel_s": kernel_s, "flops": flops, "bytes": nbytes,
-            "bound": bound, "roofline_s": roof, "efficiency": roof / t if t else None}
+    host_s, LAST["host_s"] = LAST["host_s"], None
+    host_extra, LAST["host_extra"] = LAST["host_extra"], None
+    return {"class": cls, "name": name, "time_s": t, "kernel_s": kernel_s, "host_s": host_s,
+            "host_extra": host_extra, "flops": flops, "bytes": nbytes, "bound": bound, "roofline_s": roof,
+            "efficiency": roof / t if t else None}
 
 
 def rotating(make: Callable[[], tuple], call: Callable[..., Any], nbytes: float) -> Callable[[], Any]:
@@ -152,6 +184,7 @@ def attention_backward(dev: str, chip: Any) -> list[dict[str, Any]]:
 
         for _ in range(3):
             bwd()
+        LAST["host_s"], LAST["host_extra"] = host_issue(bwd, dev)
         torch.cuda.synchronize()
         times = []
         for _ in range(10):

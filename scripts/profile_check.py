@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from npuport import api  # noqa: E402
-from npuport.cost.inventory import step_time  # noqa: E402
+from npuport.cost.inventory import step_time, timing_class  # noqa: E402
 from npuport.cost.timing import timing_for  # noqa: E402
 from npuport.profile.join import join  # noqa: E402
 
@@ -108,20 +108,28 @@ def fit_host(folder: Path, model: str, chip: str) -> None:
             return statistics.median(h * ref / p for h, p in zip(plain["host_s"], plain["probe_s"]))
         return float(plain.get("host_median_s") or plain["median_s"])
 
+    # each class's host cost beyond the per-call cost (timing.yaml class_extra, in host probes) at this host's speed:
+    # what is left of the measured host time is the per-call cost fit here
+    at_ref = replace(tm.host, reference_probe_s=ref or tm.host.reference_probe_s)
+
+    def extras(name: str, backward: bool | None = None) -> float:
+        return sum(at_ref.extra_s(timing_class(c, tm)) for c in inv.calls[name]
+                   if c.kind != "view" and (backward is None or (c.phase == "backward") == backward))
+
     fwd = []
     for name in ("prefill", "decode"):
         calls = inv.calls[name]
         n = sum(1 for c in calls if c.kind != "view")
-        fwd.append(host(name) / n)
+        fwd.append((host(name) - extras(name)) / n)
     hf = statistics.fmean(fwd)
     train = inv.calls["train"]
     nf = sum(1 for c in train if c.kind != "view" and c.phase != "backward")
     nb = sum(1 for c in train if c.kind != "view" and c.phase == "backward")
-    hb = (host("train") - nf * hf) / nb
+    hb = (host("train") - extras("train") - nf * hf) / nb
     print(f"{model} on {chip}: forward_call_s {hf:.3g} (prefill {fwd[0]:.3g}, decode {fwd[1]:.3g}), "
           f"backward_call_s {hb:.3g} ({nf} forward + {nb} backward compute calls in train)"
           + (f", reference_probe_s {ref:.3g} (median of the probes before each timed step)" if ref else ""))
-    host = replace(tm.host, forward_call_s=hf, backward_call_s=hb)
+    host = replace(at_ref, forward_call_s=hf, backward_call_s=hb)
     fitted = replace(tm, host=host)
     for name in arts:
         st = step_time(inv.calls[name], inv.chip, model=fitted)

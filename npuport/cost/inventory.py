@@ -161,7 +161,7 @@ def _device_s(c: ReportedCall, model: TimingModel, chip: ChipProfile) -> float:
                          c.cost.bytes, c.cost.dtype, c.cost.matrix, strided, broadcast, widening)
 
 
-def _class(c: ReportedCall, model: TimingModel) -> str:
+def timing_class(c: ReportedCall, model: TimingModel) -> str:
     """The timing class of a call: its op's class, or the variant of it that its operands pick (op_variant)."""
     cls, want = (c.layout or _layout_of(c))[:2]
     return want if want is not None and want in model.classes else cls
@@ -180,13 +180,29 @@ def _layout_of(c: ReportedCall) -> tuple:
                and math.prod(c.inputs[1].shape) > c.inputs[0].shape[0]) if acc else True
     backward = c.phase == "backward" or base.endswith(("_backward", "_grad"))
     want = op_variant(base, cls, tuple(len(t.shape) for t in c.inputs), bool(acc) if acc is not None else None, None,
-                      backward=backward, repeats=repeats)
+                      backward=backward, repeats=repeats, sort_len=_sort_len(base, c) if cls == "sort" else None)
     strided = any(is_strided(t.shape, t.stride) for t in c.inputs)
     out = tuple(c.outputs[0].shape) if c.outputs else ()
     broadcast = any(is_broadcast(t.stride, t.shape) or is_implicit_broadcast(tuple(t.shape), out) for t in c.inputs)
     widening = bool(c.inputs and c.outputs) and itemsize(c.outputs[0].dtype) > itemsize(c.inputs[0].dtype)
     c.layout = (cls, None if want == cls else want, strided, broadcast, widening)
     return c.layout
+
+
+def _sort_len(base: str, c: ReportedCall) -> int | None:
+    """The length of the dim a sort orders: `dim` as given (positional after self for sort / argsort, keyword in
+    their stable overloads), else the last dim; msort orders dim 0."""
+    if not c.inputs or not c.inputs[0].shape:
+        return None
+    shape = c.inputs[0].shape
+    if base == "msort":
+        dim = 0
+    else:
+        dim = c.kwargs.get("dim", c.args[1] if len(c.args) > 1 and isinstance(c.args[1], int) and not isinstance(c.args[1], bool) else -1)
+    try:
+        return int(shape[dim])
+    except (IndexError, TypeError):
+        return None
 
 
 def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "eager",
@@ -205,7 +221,8 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
         item = made.get(key)
         if item is None:
             dev = c.time_s if own and chip.name == c.costed_on else _device_s(c, model, chip)
-            item = made[key] = Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing)
+            extra = model.host.extra_s(timing_class(c, model)) if c.kind != "view" else 0.0
+            item = made[key] = Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing, extra)
         issued.append(item)
     return simulate(model, issued, mode)
 

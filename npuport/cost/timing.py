@@ -2,7 +2,7 @@
 each op class achieves, host time per call in eager mode, and the step as a host thread feeding one device queue.
 
     device(call) = max(FLOPs / (peak x compute), bytes / (bandwidth x memory)) + fixed_s     (0 for a view op)
-    host(call)   = forward_call_s | backward_call_s | view_call_s                           (eager; 0 in graph mode)
+    host(call)   = forward_call_s | backward_call_s | view_call_s  (+ its class's extra)       (eager; 0 in graph mode)
 
 The simulation walks the calls in trace order: the host clock advances by host(call); the call's kernel starts at
 max(host clock, device clock + kernel_gap_s) and ends device(call) later (kernel_gap_s: the device's gap between
@@ -40,6 +40,19 @@ class HostCosts:
     view_call_s: float
     graph_launch_s: float
     reference_probe_s: float | None = None  # host probe (s per tiny eager op) of the host these costs were fit on
+    # what a call of a class costs the host beyond a tiny add, in tiny adds (host probes): a GEMM's library call, a
+    # sort's several launches, an indexed store's checks (scripts/calibrate_timing.py measures each class)
+    class_extra: tuple[tuple[str, float], ...] = ()
+
+    def extra_s(self, cls: str) -> float:
+        """Host seconds a call of timing class `cls` costs beyond the per-call cost (0 without a reference probe)."""
+        if not self.reference_probe_s or not self.class_extra:
+            return 0.0
+        table = dict(self.class_extra)
+        name = cls
+        while name not in table and "_" in name:  # a variant without its own entry takes its class's: sort_radix -> sort
+            name = name.rsplit("_", 1)[0]
+        return table.get(name, 0.0) * self.reference_probe_s
 
     def scaled(self, probe_s: float) -> HostCosts:
         """These costs on a host whose probe reads `probe_s` (linear in the probe; unchanged without a reference)."""
@@ -47,7 +60,7 @@ class HostCosts:
             return self
         f = probe_s / self.reference_probe_s
         return HostCosts(self.forward_call_s * f, self.backward_call_s * f, self.view_call_s * f,
-                         self.graph_launch_s * f, probe_s)
+                         self.graph_launch_s * f, probe_s, self.class_extra)
 
 
 @dataclass(frozen=True)
@@ -169,7 +182,8 @@ def _model(name: str, raw: dict[str, Any], status: str, source: str) -> TimingMo
     h = raw["host"]
     return TimingModel(name, status, source, classes,
                        HostCosts(float(h["forward_call_s"]), float(h["backward_call_s"]), float(h["view_call_s"]),
-                                 float(h["graph_launch_s"]), h.get("reference_probe_s")),
+                                 float(h["graph_launch_s"]), h.get("reference_probe_s"),
+                                 tuple(sorted((k, float(v)) for k, v in (h.get("class_extra") or {}).items()))),
                        float(raw.get("kernel_gap_s", 0.0)))
 
 
@@ -197,17 +211,24 @@ def _timing(name: str, family: str) -> TimingModel:
 
 
 INDEXED_STORES = frozenset({"index_put", "index_put_", "_index_put_impl", "_index_put_impl_"})
+# PyTorch's CUDA sort keeps a sorted dim of at most this many elements in one in-place kernel and hands a longer
+# one to a segmented radix sort (several kernels, a fixed cost of tens of microseconds): aten/src/ATen/native/cuda/
+# Sort.h, should_use_small_sort (size(dim) <= 4096); topk sorts its result the same way
+SMALL_SORT_MAX = 4096
 
 
 def op_variant(base: str, cls: str, input_ranks: tuple[int, ...], accumulate: bool | None, model: TimingModel | None,
-               backward: bool = False, repeats: bool = True) -> str:
+               backward: bool = False, repeats: bool = True, sort_len: int | None = None) -> str:
     """The class variant timing.yaml times an op's kernel with, where the chip's model has it: a grouped GEMM grouped
     along K (a weight gradient, 2-D x 2-D) runs another kernel than the forward's; attention's backward (dQ, dK, dV
     from a recomputed score matrix) other kernels than its forward; an indexed store with accumulate sorts its
     indices first, and where there are more indices than rows (`repeats`: some row is hit several times) it adds the
-    repeats serially; one without accumulate is a plain store (scripts/calibrate_timing.py measures each)."""
+    repeats serially; one without accumulate is a plain store; a sort along a dim longer than SMALL_SORT_MAX
+    (`sort_len`) is a radix sort (scripts/calibrate_timing.py measures each)."""
     want = None
-    if cls == "grouped_matmul" and input_ranks[:2] == (2, 2):
+    if cls == "sort" and sort_len is not None and sort_len > SMALL_SORT_MAX:
+        want = "sort_radix"
+    elif cls == "grouped_matmul" and input_ranks[:2] == (2, 2):
         want = "grouped_matmul_wgrad"
     elif cls == "attention" and backward:
         want = "attention_backward"
@@ -247,6 +268,7 @@ class Issued:
     view: bool
     backward: bool
     sync: bool
+    host_extra_s: float = 0.0  # the host's cost for this call's class beyond the per-call cost (HostCosts.extra_s)
 
 
 def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") -> StepTime:
@@ -259,7 +281,7 @@ def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") 
     host_t = dev_t = host_busy = dev_busy = 0.0
     syncs = 0
     for c in calls:
-        cost = h.view_call_s if c.view else h.backward_call_s if c.backward else h.forward_call_s
+        cost = h.view_call_s if c.view else (h.backward_call_s if c.backward else h.forward_call_s) + c.host_extra_s
         host_t += cost
         host_busy += cost
         if c.device_s > 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,25 @@ def test_simulation_host_bound_device_bound_and_syncs() -> None:
     assert tm.host.scaled(2 * (tm.host.reference_probe_s or 1)).forward_call_s == pytest.approx(2 * h)
 
 
+def test_a_class_host_extra_is_added_per_call_and_scales_with_the_probe() -> None:
+    from dataclasses import replace
+
+    from npuport.cost.timing import HostCosts
+
+    host = HostCosts(20e-6, 30e-6, 0.0, 1e-5, 10e-6, (("matmul", 2.0), ("sort", 5.0)))
+    assert host.extra_s("matmul") == pytest.approx(20e-6) and host.extra_s("elementwise") == 0.0
+    # a variant without its own entry takes its class's; a model fit without a probe has no extras to scale
+    assert host.extra_s("sort_radix") == pytest.approx(50e-6)
+    assert replace(host, reference_probe_s=None).extra_s("sort") == 0.0
+    assert host.scaled(20e-6).extra_s("matmul") == pytest.approx(40e-6)
+    tm = replace(timing_for(get_chip("H200")), host=host)
+    plain = simulate(tm, [Issued(0.0, False, False, False)] * 10)
+    costly = simulate(tm, [Issued(0.0, False, False, False, host.extra_s("matmul"))] * 10)
+    assert costly.host_s == pytest.approx(plain.host_s + 10 * 20e-6)
+    # a view costs no host time and gets no extra
+    assert simulate(tm, [Issued(0.0, True, False, False, 0.0)] * 10).host_s == 0.0
+
+
 def test_graph_mode_scenario_grammar_and_step() -> None:
     sc = parse_scenario("decode:past=16,mode=graph")
     assert sc.mode == "graph" and sc.spec().endswith(",mode=graph") and parse_scenario(sc.spec()) == sc
@@ -300,16 +320,21 @@ def test_layout_variants_of_the_timing_classes() -> None:
     assert op_variant("index_put", "scatter", (2, 1, 2), True, tm) == "scatter_accumulate"
     assert op_variant("index_put_", "scatter", (1, 1, 1), False, tm) == "scatter_store"
     assert op_variant("index_add", "scatter", (2, 1, 2), None, tm) == "scatter"
+    # a sort along more than 4096 elements is CUDA's radix sort (several kernels), a shorter one the in-place kernel
+    assert op_variant("sort", "sort", (1,), None, tm, sort_len=16384) == "sort_radix"
+    assert op_variant("sort", "sort", (1,), None, tm, sort_len=4096) == "sort"
+    assert op_variant("sort", "sort", (1,), None, tm) == "sort"
     # a chip model without the variant keeps the class
     npu = timing_for(get_chip("Ascend910B"))
+    assert op_variant("sort", "sort", (1,), None, npu, sort_len=16384) == "sort"
     assert op_variant("_grouped_mm", "grouped_matmul", (2, 2, 1), None, npu) == "grouped_matmul"
 
 
 def test_backward_attention_unique_indices_and_expanded_copies_take_their_measured_rates() -> None:
-    from npuport.cost.inventory import ReportedCall, _class
+    from npuport.cost.inventory import ReportedCall, timing_class
     from npuport.cost.op_costs import CallCost
     from npuport.cost.timing import call_device_s, op_variant
-    from npuport.trace.records import TensorMeta
+    from npuport.trace.records import TensorMeta, TensorRef
 
     chip = get_chip("H200")
     tm = timing_for(chip)
@@ -326,8 +351,20 @@ def test_backward_attention_unique_indices_and_expanded_copies_take_their_measur
                             CallCost(0.0, 0, False, "bfloat16"), 0, args=(), kwargs={"accumulate": True})
 
     # more indices than rows: some row is hit twice and its adds run serially; as many: an MoE's token permutation
-    assert _class(store(2048, 16384), tm) == "scatter_accumulate"
-    assert _class(store(16384, 16384), tm) == "scatter_accumulate_unique"
+    assert timing_class(store(2048, 16384), tm) == "scatter_accumulate"
+    assert timing_class(store(16384, 16384), tm) == "scatter_accumulate_unique"
+
+    def sort(shape: tuple[int, ...], args: tuple = (), kwargs: dict | None = None) -> ReportedCall:
+        ins = (TensorMeta(1, shape, "int64"),)
+        return ReportedCall("aten::sort", "compute", "forward", "", "", None, None, ins, ins,
+                            CallCost(0.0, 8 * math.prod(shape), False, "int64"), 0, args=args, kwargs=kwargs or {})
+
+    # the sorted dim: the last by default, positional after self, or `dim=` of the stable overload
+    assert timing_class(sort((16384,)), tm) == "sort_radix" and timing_class(sort((2048, 8)), tm) == "sort"
+    assert timing_class(sort((16384, 8), (TensorRef(0), 0)), tm) == "sort_radix"
+    assert timing_class(sort((16384, 8), (TensorRef(0),), {"stable": True, "dim": 0}), tm) == "sort_radix"
+    radix = call_device_s(tm, chip, "sort_radix", 0.0, 8 * 16384, "int64", False)
+    assert radix > 3 * call_device_s(tm, chip, "sort", 0.0, 8 * 8, "int64", False)
     assert tm.rates("scatter_accumulate_unique").memory > tm.rates("scatter_accumulate").memory
     # a copy from an expanded (stride-0) source runs at the broadcast rates, slower than a dense copy
     nb = 2.0 * (2048 * 2048 + 2048 * 8 * 2048)
