@@ -22,8 +22,13 @@ def test_h200_classes_are_the_fit_of_the_committed_calibration() -> None:
     spec.loader.exec_module(mod)
     fitted = mod.fit(json.loads((ROOT / "docs" / "measured" / "h200-calibration.json").read_text()))
     h200 = load_checked("timing.yaml")["chips"]["H200"]
-    assert set(h200["classes"]) == set(fitted) - {"_gap"}
+    assert set(h200["classes"]) == set(fitted) - {"_gap", "_host"}
     for cls, rates in h200["classes"].items():
         for key in ("compute", "memory", "fixed_s"):
             assert rates[key] == pytest.approx(fitted[cls][key], rel=0.02, abs=1e-9), (cls, key)
     assert h200["kernel_gap_s"] == pytest.approx(fitted["_gap"]["kernel_gap_s"], rel=0.02)
+    # the host's extra cost per class (in tiny adds), printed to two significant digits
+    extra = h200["host"]["class_extra"]
+    assert set(extra) == set(fitted["_host"])
+    for cls, v in extra.items():
+        assert v == pytest.approx(fitted["_host"][cls], rel=0.06, abs=0.006), cls
