@@ -9,7 +9,7 @@ distance between the estimated and measured time shares per op.
 
     python scripts/profile_check.py docs/measured/profiles --chip H200 [--markdown]
     python scripts/profile_check.py docs/measured/profiles --chip H200 --fit-host tinyllama-1.1b
-    python scripts/profile_check.py docs/measured/profiles docs/measured/profile-runs/* --chip H200 --runs [--markdown]
+    python scripts/profile_check.py docs/measured/profiles docs/measured/profile-runs/*/ --chip H200 --runs [--markdown]
 
 --runs holds the same estimate against several recorded runs (one folder each, possibly from different lent
 machines) and prints, per held-out model and scenario, the error and share distance in each run and how many runs
