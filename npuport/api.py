@@ -47,6 +47,7 @@ from npuport.parity.tolerances import load_tolerances
 from npuport.parity.verified import verification
 from npuport.profile.artifact import import_trace, load_artifact
 from npuport.profile.compare import compare as _compare_profiles
+from npuport.profile.host_speed import at_recorded_host
 from npuport.profile.join import join as join_profile
 from npuport.profile.record import Recorded, record_scenario, resolve_device
 from npuport.rules import fail_on
@@ -127,11 +128,28 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
             recorded = str((art.get("scenario") or {}).get("name") or "")
             scenario = opts.profile_scenario or (recorded if recorded in names else
                                                  "prefill" if "prefill" in names or not names else names[0])
-            joins.append(join_profile(data, art, scenario))
+            joined = join_profile(data, art, scenario)
+            _hold_at_recorded_host(joined, report, art, scenario)
+            joins.append(joined)
         data["profile"] = joins
     if release is not None and release.note:
         data["notes"].append(f"torch_npu {release.requested}: {release.note}")
     return report, data
+
+
+def _hold_at_recorded_host(joined: dict[str, Any], report: Any, art: dict[str, Any], scenario: str) -> None:
+    """The joined step also against the estimate for the host speed the profile recorded (npuport.profile.host_speed)."""
+    sc = next((s for s in report.scenarios if s.name == scenario), None)
+    calls = report.inventory.calls.get(scenario)
+    if sc is None or calls is None:
+        return
+    at = at_recorded_host(calls, report.inventory.chip, art, sc.mode)
+    step = joined["step"]
+    if at is None:
+        return
+    step["estimated_at_host"] = at
+    if step["measured"].get("step_s"):
+        step["error_at_host"] = at["step_s"] / step["measured"]["step_s"] - 1.0
 
 
 def _profile_at(path: str) -> dict[str, Any]:

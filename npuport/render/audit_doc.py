@@ -615,6 +615,12 @@ def profile_section(data: dict[str, Any]) -> Section | None:
                              f"{fmt_time(est.get('device_s', j['estimated_s']))} estimated"
                              + (f" ({step['device_error']:+.0%})" if step.get("device_error") is not None else "")
                              + (f"; estimated {est['bound']}-bound" if est.get("bound") else ""))
+            at = step.get("estimated_at_host")
+            if at and step.get("error_at_host") is not None:
+                # the host side scales with the recorded host's speed: the same estimate for that host
+                sec.lines.append(f"{sc}: for the recorded host (probe {at['probe_s'] * 1e6:.1f} µs per tiny op against "
+                                 f"{at['reference_probe_s'] * 1e6:.1f} µs where the host costs were fit): "
+                                 f"{fmt_time(at['step_s'])} estimated ({step['error_at_host']:+.0%})")
         sec.lines.append(f"{sc}: ops measured {fmt_time(j['measured_s'])} per step on {j['device']} ({j['device_time']}, "
                          f"{j['source']}) against {fmt_time(j['estimated_s'])} estimated on {data['chip']} "
                          f"({_ratio(j['ratio'])}); time-share distance {j['distance']:.3f} (half L1)")
