@@ -263,6 +263,31 @@ def strided(dev: str, chip: Any) -> list[dict[str, Any]]:
                    else "elementwise" if "over heads" in name else "strided")
             out.append(row(cls, f"{name} 1x{h}x{s_}x{d}", device_time(rotating(make, call, nb), dev), flops, nb,
                            chip, False, "bfloat16"))
+    # small strided views as an MoE's decode step makes them: the activation of the gate half of a fused gate-up
+    # projection (a slice of every row), the negation of one half of a head's rotary dims
+    for (r, c) in ((2, 1024), (8, 1024), (8, 14336), (2048, 1024), (16384, 1024)):  # one row would be dense
+        n = r * c
+        out.append(row("strided", f"silu of the first half of {r}x{2 * c}", device_time(rotating(
+            lambda r=r, c=c: (rnd((r, 2 * c), bf, dev),), lambda x, c=c: F.silu(x[:, :c]), 4.0 * n), dev),
+            4.0 * n, 4.0 * n, chip, False, "bfloat16"))
+    for (h, s_, d) in ((16, 1, 128), (32, 1, 128), (16, 2048, 128)):
+        n = h * s_ * d // 2
+        out.append(row("strided", f"neg of the second half of 1x{h}x{s_}x{d}", device_time(rotating(
+            lambda h=h, s_=s_, d=d: (rnd((1, h, s_, d), bf, dev),), lambda x, d=d: -x[..., d // 2:], 4.0 * n), dev),
+            1.0 * n, 4.0 * n, chip, False, "bfloat16"))
+    return out
+
+
+def outer_reductions(dev: str, chip: Any) -> list[dict[str, Any]]:
+    """Reductions along a dim that is not the innermost (an MoE summing its top-k experts' outputs per token: [T, k, H]
+    over k), another kernel configuration than a row reduction: the class variant `reduction_outer`."""
+    out = []
+    bf = torch.bfloat16
+    for (t, k, hid) in ((1, 8, 2048), (8, 8, 2048), (2048, 8, 2048), (1, 2, 4096), (4096, 2, 4096), (16384, 8, 1024)):
+        n = t * k * hid
+        out.append(row("reduction_outer", f"sum bf16 {t}x{k}x{hid} over dim 1", device_time(rotating(
+            lambda t=t, k=k, hid=hid: (rnd((t, k, hid), bf, dev),), lambda x: x.sum(dim=1), 2.0 * n), dev),
+            1.0 * n, 2.0 * n + 2.0 * t * hid, chip, False, "bfloat16"))
     return out
 
 
@@ -399,7 +424,8 @@ def main() -> None:
     args = ap.parse_args()
     chip = get_chip(args.chip)
     dev = args.device
-    rows = gemms(dev, chip) + attention(dev, chip) + vector(dev, chip) + strided(dev, chip) + moe(dev, chip)
+    rows = (gemms(dev, chip) + attention(dev, chip) + vector(dev, chip) + strided(dev, chip)
+            + outer_reductions(dev, chip) + moe(dev, chip))
     data = {"chip": chip.name, "device": dev,
             "device_name": torch.cuda.get_device_name() if dev != "cpu" else "cpu",
             "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "floors": floors(dev), "rows": rows}

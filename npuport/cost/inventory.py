@@ -180,7 +180,8 @@ def _layout_of(c: ReportedCall) -> tuple:
                and math.prod(c.inputs[1].shape) > c.inputs[0].shape[0]) if acc else True
     backward = c.phase == "backward" or base.endswith(("_backward", "_grad"))
     want = op_variant(base, cls, tuple(len(t.shape) for t in c.inputs), bool(acc) if acc is not None else None, None,
-                      backward=backward, repeats=repeats, sort_len=_sort_len(base, c) if cls == "sort" else None)
+                      backward=backward, repeats=repeats, sort_len=_sort_len(base, c) if cls == "sort" else None,
+                      reduces_inner=_reduces_inner(base, c) if cls == "reduction" else True)
     strided = any(is_strided(t.shape, t.stride) for t in c.inputs)
     out = tuple(c.outputs[0].shape) if c.outputs else ()
     broadcast = any(is_broadcast(t.stride, t.shape) or is_implicit_broadcast(tuple(t.shape), out) for t in c.inputs)
@@ -203,6 +204,31 @@ def _sort_len(base: str, c: ReportedCall) -> int | None:
         return int(shape[dim])
     except (IndexError, TypeError):
         return None
+
+
+# reductions whose second argument (or `dim=`) names the dims reduced; the others reduce their last dim or all
+_DIM_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "var", "std", "var_mean", "logsumexp", "all", "any"})
+
+
+def _reduces_inner(base: str, c: ReportedCall) -> bool:
+    """Whether a reduction runs along the innermost dim that has more than one element (a row reduction), or over
+    everything; False for one along an outer dim only (sum of [T, k, H] over k)."""
+    if base not in _DIM_REDUCTIONS or not c.inputs or not c.inputs[0].shape:
+        return True
+    dim = c.kwargs.get("dim", c.args[1] if len(c.args) > 1 else None)
+    if dim is None or isinstance(dim, bool):
+        return True
+    dims = [dim] if isinstance(dim, int) else list(dim) if isinstance(dim, (list, tuple)) else None
+    if not dims or not all(isinstance(d, int) for d in dims):
+        return True  # every dim (an empty list) or a form not read here: taken as a row reduction
+    shape = c.inputs[0].shape
+    rank = len(shape)
+    try:
+        reduced = {d % rank for d in dims}
+    except ZeroDivisionError:
+        return True
+    inner = max((i for i, n in enumerate(shape) if n > 1), default=rank - 1)
+    return inner in reduced
 
 
 def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "eager",

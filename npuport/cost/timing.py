@@ -218,16 +218,21 @@ SMALL_SORT_MAX = 4096
 
 
 def op_variant(base: str, cls: str, input_ranks: tuple[int, ...], accumulate: bool | None, model: TimingModel | None,
-               backward: bool = False, repeats: bool = True, sort_len: int | None = None) -> str:
+               backward: bool = False, repeats: bool = True, sort_len: int | None = None,
+               reduces_inner: bool = True) -> str:
     """The class variant timing.yaml times an op's kernel with, where the chip's model has it: a grouped GEMM grouped
     along K (a weight gradient, 2-D x 2-D) runs another kernel than the forward's; attention's backward (dQ, dK, dV
     from a recomputed score matrix) other kernels than its forward; an indexed store with accumulate sorts its
     indices first, and where there are more indices than rows (`repeats`: some row is hit several times) it adds the
     repeats serially; one without accumulate is a plain store; a sort along a dim longer than SMALL_SORT_MAX
-    (`sort_len`) is a radix sort (scripts/calibrate_timing.py measures each)."""
+    (`sort_len`) is a radix sort; a reduction along a dim that is not the innermost (`reduces_inner` False: an MoE
+    summing its top-k outputs, [T, k, H] over k) runs another kernel configuration (scripts/calibrate_timing.py
+    measures each)."""
     want = None
     if cls == "sort" and sort_len is not None and sort_len > SMALL_SORT_MAX:
         want = "sort_radix"
+    elif cls == "reduction" and not reduces_inner and not backward:
+        want = "reduction_outer"
     elif cls == "grouped_matmul" and input_ranks[:2] == (2, 2):
         want = "grouped_matmul_wgrad"
     elif cls == "attention" and backward:
