@@ -22,23 +22,24 @@ from pathlib import Path
 from typing import Any, Callable
 
 from npuport import coverage
+from npuport.audit.collector import collector_paused
 from npuport.audit.json_form import audit_to_json
 from npuport.audit.pipeline import run_audit
 from npuport.audit.report import AuditReport
 from npuport.bench.harness import BenchOptions
 from npuport.bench.json_form import bench_to_json
 from npuport.bench.runner import BenchReport, run_bench
-from npuport.cost.roofline import default_baseline, default_chip, get_chip
+from npuport.cost.roofline import ChipProfile, default_baseline, default_chip, get_chip
 from npuport.coverage import STATUSES
-from npuport.coverage.database import resolve_version
+from npuport.coverage.database import VersionChoice, resolve_version
 from npuport.coverage.diff import CoverageDiff, diff_versions
 from npuport.coverage.resolve import Resolution
 from npuport.devices.device import NumericsPolicy
 from npuport.errors import NpuportError
 from npuport.fusion.routes import weights
-from npuport.model.distributed import distribute, fake_world, parse_layout, stage_ranks
+from npuport.model.distributed import Layout, distribute, fake_world, parse_layout, stage_ranks
 from npuport.model.loading import LoadedModel, load_target
-from npuport.model.scenarios import parse_scenario, parse_scenarios
+from npuport.model.scenarios import Scenario, parse_scenario, parse_scenarios
 from npuport.parity.entries import CaptureOptions
 from npuport.parity.json_form import to_json as parity_to_json
 from npuport.parity.run import ParityResult, is_artifact_path, record, run_parity
@@ -110,6 +111,14 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
         raise NpuportError("--world-size does not match --parallel", f"{layout.world_size} ranks for {layout.describe()}",
                            str(opts.world_size))
     ranks = stage_ranks(layout) if layout is not None else opts.world_size
+    with collector_paused():
+        return _audit_paused(spec, opts, chip, parsed, measured, layout, ranks, release, progress)
+
+
+def _audit_paused(spec: ModelSpec, opts: AuditOptions, chip: ChipProfile, parsed: list[Scenario],
+                  measured: list[dict[str, Any]], layout: Layout | None, ranks: int | None,
+                  release: VersionChoice | None, progress: Progress) -> tuple[AuditReport, dict[str, Any]]:
+    """The audit proper, with the collector paused (npuport.audit.collector)."""
     with fake_world(ranks, opts.rank) if ranks else contextlib.nullcontext():
         target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, part=spec.part)
         if ranks:
