@@ -192,12 +192,14 @@ def _layout_of(c: ReportedCall) -> tuple:
 
 def _sort_len(base: str, c: ReportedCall) -> int | None:
     """The length of the dim a sort orders: `dim` as given (positional after self for sort / argsort, keyword in
-    their stable overloads), else the last dim; msort orders dim 0."""
+    their stable overloads, third for kthvalue), else the last dim; msort orders dim 0."""
     if not c.inputs or not c.inputs[0].shape:
         return None
     shape = c.inputs[0].shape
     if base == "msort":
         dim = 0
+    elif base == "kthvalue":  # kthvalue(self, k, dim=-1): its second argument is k
+        dim = c.kwargs.get("dim", c.args[2] if len(c.args) > 2 else -1)
     else:
         dim = c.kwargs.get("dim", c.args[1] if len(c.args) > 1 and isinstance(c.args[1], int) and not isinstance(c.args[1], bool) else -1)
     try:
