@@ -6,6 +6,7 @@ Pure functions over `Trace` records; nothing here touches a tensor.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter, defaultdict
@@ -36,6 +37,7 @@ _LAYER_INDEX = re.compile(r"\.\d+(?=\.|$)")
 CLASS_RANK = {"hot": 0, "medium": 1, "cold": 2}
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a model has a few thousand module paths; every call asks for its own
 def module_pattern(path: str) -> str:
     """'model.layers.3.mlp.down_proj' -> 'model.layers.*.mlp.down_proj'; '' -> '(root)'."""
     return _LAYER_INDEX.sub(".*", path) if path else "(root)"
@@ -440,7 +442,10 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
             entry = entries.get(c.op)
             if entry is None:
                 entry = entries[c.op] = OpEntry(c.op, c.kind, c.cost.matrix, base_name(c.op) in oc.fused or c.op in native_composites, {})
-            entry.by_scenario.setdefault(name, ScenarioOpStats()).add(c)
+            stats = entry.by_scenario.get(name)
+            if stats is None:  # not setdefault: that would build (ten Counters) for every call
+                stats = entry.by_scenario[name] = ScenarioOpStats()
+            stats.add(c)
             pattern = module_pattern(c.module)
             slot = module_time[pattern].setdefault(name, [0, 0.0])
             slot[0] += 1
