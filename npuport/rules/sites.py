@@ -13,6 +13,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
+from npuport.cost.op_costs import base_name
 from npuport.trace.records import ApiFrame, CollectiveCall, OpCall, TensorMeta, TensorRef, Trace
 
 _MISSING = object()
@@ -38,10 +39,6 @@ def schema_arguments(op: str) -> tuple[tuple[str, Any], ...] | None:
             default = str(default).removeprefix("torch.")
         out.append((a.name, default))
     return tuple(out)
-
-
-def base_name(op: str) -> str:
-    return op.split("::", 1)[-1].split(".", 1)[0]
 
 
 @dataclass(frozen=True)
