@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# what npuport caches (parsed mapping files, stamps of verified records) goes to a folder of this test run, never the
+# user's cache: set at import, so that modules loaded while tests are collected use it too
+os.environ["NPUPORT_CACHE_DIR"] = tempfile.mkdtemp(prefix="npuport-test-cache-")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "npuport"
 # bottom to top, as in docs/architecture.md's layer table
-LAYERS = ("errors mappings trace devices render cost coverage scan model rules ascendc_kernels fusion parity profile audit "
+LAYERS = ("errors cachedir mappings trace devices render cost coverage scan model rules ascendc_kernels fusion parity profile audit "
           "bench api cli").split()
 RANK = {name: i for i, name in enumerate(LAYERS)}
 

@@ -32,6 +32,7 @@ FAMILIES = {
     "gpt_oss": "no SDPA path, MoE, sliding window",
     "bert": "encoder",
     "megatron-bert": "encoder with a bidirectional mask check and the padding warning",
+    "dory": "recurrent loops over shared layers, its cache layers deep-copied in the forward",
 }
 SCENARIOS = ["train:batch=1,seq=16", "prefill:batch=1,seq=16", "decode:batch=1,past=16"]
 

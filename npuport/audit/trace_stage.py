@@ -23,6 +23,7 @@ from npuport.model.scenarios import Scenario, fit_to_context
 from npuport.trace.memory import MemoryTracker
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import Trace
+from npuport.trace.run import fake_deepcopy
 from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet
 
 Progress = Callable[[str], None]
@@ -128,8 +129,6 @@ def _skip_reason(model: LoadedModel, sc: Scenario) -> str:
     return f"{sc.name}: skipped (example_inputs returned None)"
 
 
-
-
 def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progress | None = None,
                 reuse: bool = True) -> TraceStage:
     """Trace every scenario; raise only when none could be traced (then with the one reason, or all names)."""
@@ -139,7 +138,7 @@ def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progres
     timings: dict[str, float] = {}
     failed: list[tuple[str, str]] = []
     errors: list[NpuportError] = []
-    with kernel_fallbacks() as fallbacks:
+    with kernel_fallbacks() as fallbacks, fake_deepcopy():
         for sc in scenarios:
             sc, note = fit_to_context(sc, model.max_positions)
             if note:

@@ -20,6 +20,7 @@ import yaml
 from jsonschema.exceptions import ValidationError, best_match
 
 from npuport.errors import MappingError, NpuportError
+from npuport.mappings import parsed
 
 _SHIPPED = Path(__file__).resolve().parent  # the YAML files ship inside the package, beside this module
 SCHEMAS = _SHIPPED / "schemas"  # always the shipped schemas, also when $NPUPORT_MAPPINGS replaces the data
@@ -35,14 +36,18 @@ def mappings_dir() -> Path:
 
 
 @functools.lru_cache(maxsize=64)
-def _load_cached(path: str, mtime_ns: int) -> Any:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(path, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=loader)
+def _load_cached(path: str, mtime_ns: int) -> tuple[Any, str]:
+    """(data, content key) of one file: from the parsed cache when its bytes were parsed before (npuport.mappings.parsed)."""
+    raw = Path(path).read_bytes()
+    key = parsed.digest(raw)
+    data = parsed.read(key)
+    if data is parsed.MISSING:
+        data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        parsed.write(key, data)
+    return data, key
 
 
-def load_yaml(name: str) -> Any:
-    """Parse mappings/<name> (cached by path and modification time; never executes anything)."""
+def _load(name: str) -> tuple[Any, str]:
     path = mappings_dir() / name
     if not path.is_file():
         raise NpuportError(f"mapping file {name} is missing", f"a file at {path}", "no such file")
@@ -50,6 +55,12 @@ def load_yaml(name: str) -> Any:
         return _load_cached(str(path), path.stat().st_mtime_ns)
     except yaml.YAMLError as exc:
         raise NpuportError(f"mapping file {name} is not valid YAML", "YAML", str(exc).splitlines()[0]) from None
+
+
+def load_yaml(name: str) -> Any:
+    """Parse mappings/<name> (cached in this process by path and modification time, across processes by content;
+    never executes anything)."""
+    return _load(name)[0]
 
 
 def schema_path(name: str) -> Path:
@@ -62,6 +73,11 @@ def schema_path(name: str) -> Path:
 
 
 @functools.lru_cache(maxsize=32)
+def _schema_key(path: str) -> str:
+    return parsed.digest(Path(path).read_bytes())
+
+
+@functools.lru_cache(maxsize=32)
 def _validator(path: str) -> Any:
     """The compiled validator of one schema file. The schemas ship with the code (NPUPORT_MAPPINGS replaces the data,
     never the schemas), so checking them against the meta-schema is left to tests/test_mappings_schemas.py: at run
@@ -71,17 +87,21 @@ def _validator(path: str) -> Any:
     return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
 
 
-_VALIDATED: set[tuple[str, int]] = set()  # (path, mtime_ns) of files that passed, so each is validated once
+_VALIDATED: set[tuple[str, str]] = set()  # (content key, schema key) of files that passed in this process
 
 
 def load_checked(name: str) -> Any:
-    """Parse mappings/<name> and validate it against its schema (once per file version); MappingError on a violation."""
-    data = load_yaml(name)
-    path = mappings_dir() / name
-    key = (str(path), path.stat().st_mtime_ns)
-    if key not in _VALIDATED:
-        check_document(data, name)
-        _VALIDATED.add(key)
+    """Parse mappings/<name> and validate it against its schema (once per file content and schema: a pair that
+    passed before, in any process, is not checked again); MappingError on a violation."""
+    data, key = _load(name)
+    schema = schema_path(name)
+    pair = (key, _schema_key(str(schema)) if schema.is_file() else "")
+    if pair not in _VALIDATED:
+        if not (pair[1] and parsed.known_valid(*pair)):
+            check_document(data, name)
+            if pair[1]:
+                parsed.mark_valid(*pair)
+        _VALIDATED.add(pair)
     return data
 
 

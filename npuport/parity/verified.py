@@ -25,11 +25,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-import os
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from npuport.cachedir import cache_dir, write_atomic
 
 MODES = ("once", "always")
 RACY_S = 2.0  # the coarsest common timestamp granularity (FAT's 2 s; Lustre and some NFS setups keep seconds)
@@ -46,14 +46,6 @@ def verification(mode: str) -> Iterator[None]:
         yield
     finally:
         _mode.reset(token)
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("NPUPORT_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "npuport"
 
 
 def _identity(path: Path) -> dict[str, int] | None:
@@ -94,11 +86,4 @@ def stamp(path: Path, sha256: str) -> None:
         return
     target = _stamp_path(ident)
     body = json.dumps({"sha256": sha256, "identity": ident, "stamped_ns": time.time_ns()})
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".stamp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(body)
-        os.replace(tmp, target)  # a reader sees the old stamp or the new one, never half of one
-    except OSError:
-        pass  # no cache: every load hashes (a temporary file left by a failed write is a dot-file in the cache)
+    write_atomic(target, body.encode(), ".stamp-")  # no cache: every load hashes

@@ -9,7 +9,7 @@ import logging
 from typing import Any, Callable, Iterator
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import Trace
@@ -50,6 +50,41 @@ def tolerant_swap():  # noqa: ANN202 - a context manager
         yield
     finally:
         torch.utils.swap_tensors = original
+
+
+def _deepcopy_fake(self: FakeTensor, memo: dict[int, Any]) -> torch.Tensor:
+    if id(self) in memo:
+        return memo[id(self)]
+    if self.requires_grad and not self.is_leaf:  # what torch says for a real tensor
+        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
+                           "at the moment.")
+    with torch.no_grad():  # a new storage and the bytes copied into it (aten::copy_, as a real deepcopy records)
+        if 0 in self.stride():  # an expanded view: copying into the same layout would write one element twice
+            out = self.clone(memory_format=torch.preserve_format)
+        else:
+            out = self.new_empty_strided(self.size(), self.stride())
+            out.copy_(self)
+    if self.requires_grad:
+        out.requires_grad_()
+    memo[id(self)] = out
+    return out
+
+
+@contextlib.contextmanager
+def fake_deepcopy() -> Iterator[None]:
+    """`copy.deepcopy` of a fake tensor as a real run does it: a new tensor of the same layout, the data copied (a copy,
+    recorded where a recorder runs). torch's own Tensor.__deepcopy__ also deep-copies a fake tensor's
+    attributes, its FakeTensorMode among them, and fails to set a meta tensor's storage from a CPU one; the
+    half-made tensor it leaves behind later corrupted the heap (Dory copies its recurrent cache layers so)."""
+    own = FakeTensor.__dict__.get("__deepcopy__")
+    FakeTensor.__deepcopy__ = _deepcopy_fake  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        if own is None:
+            del FakeTensor.__deepcopy__
+        else:
+            FakeTensor.__deepcopy__ = own  # type: ignore[method-assign]
 
 
 def new_fake_mode() -> FakeTensorMode:
