@@ -77,7 +77,7 @@ def fake_deepcopy() -> Iterator[None]:
     attributes, its FakeTensorMode among them, and fails to set a meta tensor's storage from a CPU one; the
     half-made tensor it leaves behind later corrupted the heap (Dory copies its recurrent cache layers so)."""
     own = FakeTensor.__dict__.get("__deepcopy__")
-    FakeTensor.__deepcopy__ = _deepcopy_fake  # type: ignore[method-assign]
+    FakeTensor.__deepcopy__ = _deepcopy_fake  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
