@@ -118,7 +118,11 @@ def _save(folder: Path, name: str, tensors: dict[str, torch.Tensor], files: dict
         seen.add(ptr)
     save_file(out, str(path))
     os.chmod(path, 0o644)
-    files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    digest = _sha256(path)
+    files[name] = {"bytes": path.stat().st_size, "sha256": digest}
+    # the bytes on disk were just hashed here: the first compare on this machine need not hash them again (trusted
+    # only when the hash ended RACY_S after the file's last change, as for any stamp: a large file, where it counts)
+    verified.stamp(path, digest)
 
 
 def _shares(t: torch.Tensor) -> bool:

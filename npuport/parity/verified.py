@@ -3,9 +3,10 @@
 A record's files are checked against the sha256 their manifest lists before anything in them is trusted. sha256 runs
 at about 1 GB/s per core on the project's CPU machine, as fast as the comparison itself, so checking both sides on
 every compare halved its speed (docs/performance.md). The check is what matters, not repeating it: once a file has
-matched its hash here, a stamp records the file's identity as the filesystem reports it (device, inode, size, and
-the modification and status-change times in ns) with the hash it matched; a later load whose file still has that
-identity and whose manifest lists the same hash skips the hashing. A copied, rewritten, touched or `utime`-reset file
+matched its hash here (a load hashed it, or the recorder that wrote it hashed it on disk), a stamp records the file's
+identity as the filesystem reports it (device, inode, size, and the modification and status-change times in ns) with
+the hash it matched; a later load whose file still has that identity and whose manifest lists the same hash skips the
+hashing. A copied, rewritten, touched or `utime`-reset file
 has a new identity (any write or attribute change moves its ctime) and is hashed again, the way git's index and
 rsync's quick check trust a file's stat.
 

@@ -71,6 +71,22 @@ def test_second_compare_does_not_hash_and_a_changed_file_is_caught(tmp_path: Pat
         art.load_artifact(path)
 
 
+def test_a_record_hashed_long_after_its_write_is_not_hashed_again(tmp_path: Path, hashed: list[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorder hashes each file it writes; when that hash ended RACY_S after the write (a large file), its stamp
+    lets the first compare on this machine skip the hash."""
+    now = time.time_ns()
+    with monkeypatch.context() as m:
+        m.setattr(time, "time_ns", lambda: now + int(5e9))  # the recorder's hash and stamp, 5 s after the write
+        path = _synthetic(tmp_path, "r", {0: torch.ones(64)})
+    hashed.clear()
+    art.load_artifact(path)
+    assert hashed == []
+    (path / "tensors.safetensors").chmod(0o600)  # any change since (here its mode: the ctime moves): hashed again
+    art.load_artifact(path)
+    assert "tensors.safetensors" in hashed
+
+
 def test_unwritable_cache_hashes_every_time(tmp_path: Path, hashed: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "cache"
     blocker.write_text("a file where the cache folder should be")
