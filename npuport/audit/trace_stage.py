@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Callable
 
 import torch
-from torch._subclasses.fake_tensor import DataDependentOutputException
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.utils._pytree import tree_flatten
 
 from npuport.audit.report import TraceStage
@@ -23,27 +23,41 @@ from npuport.model.scenarios import Scenario, fit_to_context
 from npuport.trace.memory import MemoryTracker
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import Trace
+from npuport.trace.routing import balanced_routing
 from npuport.trace.run import fake_deepcopy
 from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet
 
 Progress = Callable[[str], None]
+# what fake tensors cannot answer: a value read on the host (.item(), .tolist()), an output shape set by values (nonzero)
+_VALUE_READS = (DataDependentOutputException, DynamicOutputShapeException)
 
 
 def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None = None,
                    reuse: bool = True) -> tuple[Trace | None, Scenario]:
     """Run one scenario under the recorder; None when the scenario does not apply to the model. Returns the scenario
     as it really ran (a decode of a model with no cache re-runs its context). `reuse`: identical decoder layers are
-    recorded once (npuport.trace.reuse; never for a distributed rank)."""
+    recorded once (npuport.trace.reuse; never for a distributed rank). A scenario that fails on reading a tensor value
+    runs again with the expert routing of MoE code answered as balanced (npuport.trace.routing); when that does not
+    help, the first failure is reported."""
     reuse = reuse and model.distributed is None
     try:
-        with _torch_logs_quiet(), prefill_once.allowed(reuse):  # the decode cache's prefill: identical layers once
-            inputs = model.make_inputs(sc)
-    except NpuportError:
-        raise
-    except Exception as exc:
-        what = "building the cache for" if sc.kind == "decode" else "making the inputs of"
-        raise NpuportError(f"{what} the {sc.name} scenario failed", "a model that runs on its inputs",
-                           describe_exception(exc)) from None
+        return _trace_scenario(model, sc, progress, reuse)
+    except _ReadsValues as first:
+        with balanced_routing() as routing:
+            try:
+                trace, ran = _trace_scenario(model, sc, progress, reuse)
+            except _ReadsValues:
+                raise first.error from None
+    if trace is not None and routing.answered:
+        trace.notes.append(
+            f"{ran.name}: the model reads its expert routing on the host (per-expert token counts or expert masks), "
+            "which fake tensors cannot answer: traced with the routed tokens spread evenly over the experts (a real "
+            "step's FLOPs; a real router's split varies from step to step)")
+    return trace, ran
+
+
+def _trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None, reuse: bool) -> tuple[Trace | None, Scenario]:
+    inputs = _inputs(model, sc, reuse)
     if inputs is None:
         return None, sc
     sc = _as_run(model, sc, inputs)
@@ -54,12 +68,34 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
     except _DataDependent:
         # a guard transformers skips while tracing read a tensor value on the real path: follow the tracing path
         # for this scenario and say so (the inventory may then hold an explicit mask the real run does not build)
-        with prefill_once.allowed(reuse):
-            again = model.make_inputs(sc)
+        again = _inputs(model, sc, reuse)
         trace = _record(model, sc, again or inputs, real=False, tick=tick, reuse=reuse)
         trace.notes.append(f"{sc.name}: traced along transformers' export path (a value-dependent check on the real "
                            "path cannot run on fake tensors)")
         return trace, sc
+
+
+def _inputs(model: LoadedModel, sc: Scenario, reuse: bool) -> Inputs | None:
+    try:
+        with _torch_logs_quiet(), prefill_once.allowed(reuse):  # the decode cache's prefill: identical layers once
+            return model.make_inputs(sc)
+    except NpuportError:
+        raise
+    except Exception as exc:
+        what = "building the cache for" if sc.kind == "decode" else "making the inputs of"
+        error = NpuportError(f"{what} the {sc.name} scenario failed", "a model that runs on its inputs",
+                             describe_exception(exc))
+        if isinstance(exc, _VALUE_READS):
+            raise _ReadsValues(error) from None
+        raise error from None
+
+
+class _ReadsValues(Exception):
+    """The scenario failed on reading a tensor value; `error` is what the user is told unless routing answers help."""
+
+    def __init__(self, error: NpuportError) -> None:
+        super().__init__(error.render())
+        self.error = error
 
 
 class _DataDependent(Exception):
@@ -95,14 +131,14 @@ def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: 
     except DataDependentOutputException as exc:
         if real and model.config is not None:
             raise _DataDependent() from exc
-        raise NpuportError(f"the model failed on the {sc.name} inputs", "code that does not read tensor values "
-                           "(fake tensors have none)", describe_exception(exc)) from None
+        raise _ReadsValues(NpuportError(f"the model failed on the {sc.name} inputs", "code that does not read tensor "
+                                        "values (fake tensors have none)", describe_exception(exc))) from None
     except Exception as exc:
-        raise NpuportError(
-            f"the model failed on the {sc.name} inputs",
-            "example inputs that fit the model",
-            describe_exception(exc),
-        ) from None
+        error = NpuportError(f"the model failed on the {sc.name} inputs", "example inputs that fit the model",
+                             describe_exception(exc))
+        if isinstance(exc, _VALUE_READS):
+            raise _ReadsValues(error) from None
+        raise error from None
     finally:
         module.train(was_training)
     return rec.trace

@@ -1,0 +1,154 @@
+"""Mixture-of-experts code that reads its routing on the host, traced with the tokens spread evenly over the experts.
+
+Many MoE implementations count the tokens each expert receives and read the counts back to split the batch:
+`expert_size = one_hot.sum(0).tolist()` then `x.split(expert_size)` (JetMoE), `torch.bincount(topk_idx.flatten(),
+minlength=E).tolist()` then `torch.where(topk_idx == i)` per expert (DeepSeek-V3's own inference model.py and many
+training repositories). On fake tensors these values do not exist, so such a model cannot be traced as it is.
+
+`balanced_routing()` answers exactly those reads, and only when the tensor read is known to be routing: it follows
+(by the aten ops that made them) the expert indices of a top-k over E scores, the one-hot matrices made from them
+(a scatter of ones into zeros, `one_hot`), the per-expert counts summed or `bincount`ed from those, and the masks
+`indices == i`. A count of T routed (token, expert) pairs over E experts is taken as T // E per expert (the first
+T % E one more): the load a router trained with a load-balancing loss aims at, with the FLOPs a real step has (they
+depend on T only). Any other read of a value still fails as before. The audit uses it only after a scenario failed
+on such a read, and says so in its notes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class _Zeros:
+    pass
+
+
+@dataclass(frozen=True)
+class _Indices:  # values in [0, experts): which expert each (token, slot) goes to
+    experts: int
+
+
+@dataclass(frozen=True)
+class _OneHot:  # last dim = experts, `per_row` ones in each row along it, zeros elsewhere
+    experts: int
+    per_row: int
+
+
+@dataclass(frozen=True)
+class _Counts:  # 1-D, one count per expert, `total` routed pairs in all
+    experts: int
+    total: int
+
+
+@dataclass(frozen=True)
+class _Value:  # a 0-d tensor holding one known integer
+    value: int
+
+
+@dataclass(frozen=True)
+class _Mask:  # `indices == expert`: `count` true elements
+    count: int
+
+
+def balanced(total: int, experts: int) -> list[int]:
+    """`total` routed pairs over `experts`, as evenly as integers allow."""
+    q, r = divmod(total, experts)
+    return [q + (1 if i < r else 0) for i in range(experts)]
+
+
+# ops that carry a tensor's routing meaning to their output unchanged (casts, copies, reshapes, device moves)
+_SAME = {aten._to_copy.default, aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
+         aten.lift_fresh.default, aten._unsafe_view.default, aten.view.default, aten.reshape.default,
+         aten.flatten.using_ints, aten.view.dtype}
+_ZEROS = {aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default}
+
+
+class BalancedRouting(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.marks: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.answered = 0  # reads answered: a run that needed none says nothing in its notes
+
+    def _mark(self, t: Any) -> Any:
+        return self.marks.get(t) if isinstance(t, torch.Tensor) else None
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        first = args[0] if args else None
+        mark = self._mark(first)
+        made = self._answer(func, first, mark, args, kwargs)
+        if made is not None:
+            self.answered += 1
+            return made
+        out = func(*args, **kwargs)
+        self._follow(func, out, first, mark, args, kwargs)
+        return out
+
+    # -- reads that need values ------------------------------------------------------------------------------------
+    def _answer(self, func: Any, first: Any, mark: Any, args: tuple, kwargs: dict) -> Any:
+        if func is aten._local_scalar_dense.default and isinstance(mark, _Value):
+            return mark.value
+        if func is aten.nonzero.default and isinstance(mark, _Mask):
+            return torch.empty((mark.count, first.dim()), dtype=torch.long, device=first.device)
+        if func is aten.bincount.default and isinstance(mark, _Indices) and kwargs.get("weights", args[1] if len(args) > 1 else None) is None:
+            minlength = kwargs.get("minlength", args[2] if len(args) > 2 else 0)
+            experts = max(mark.experts, int(minlength))
+            out = torch.empty((experts,), dtype=torch.long, device=first.device)
+            self.marks[out] = _Counts(experts, first.numel())
+            return out
+        return None
+
+    # -- following the routing through the ops that make it -------------------------------------------------------
+    def _follow(self, func: Any, out: Any, first: Any, mark: Any, args: tuple, kwargs: dict) -> None:
+        if func in _ZEROS or func is aten.full.default and args[1] == 0 or func is aten.fill_.Scalar and args[1] == 0:
+            if isinstance(out, torch.Tensor):
+                self.marks[out] = _Zeros()
+            return
+        if func is aten.topk.default and isinstance(out, tuple) and first.dim() > 0:
+            dim = kwargs.get("dim", args[2] if len(args) > 2 else -1)
+            self.marks[out[1]] = _Indices(first.shape[dim])
+            return
+        if mark is None:
+            return
+        if func in _SAME and isinstance(out, torch.Tensor):
+            if isinstance(mark, (_Indices, _Counts, _Zeros)) or isinstance(mark, _OneHot) and out.dim() and out.shape[-1] == mark.experts:
+                self.marks[out] = mark
+            return
+        if func in (aten.scatter.value, aten.scatter_.value) and isinstance(mark, _Zeros) and args[3] == 1:
+            dim, index = args[1], args[2]
+            if dim % first.dim() == first.dim() - 1 and index.dim() == first.dim():
+                self.marks[out] = _OneHot(first.shape[-1], index.shape[-1])
+            return
+        if func is aten.one_hot.default and isinstance(mark, _Indices):
+            self.marks[out] = _OneHot(out.shape[-1], 1)
+            return
+        if func is aten.sum.dim_IntList and isinstance(mark, _OneHot) and out.dim() == 1 and out.shape[0] == mark.experts:
+            self.marks[out] = _Counts(mark.experts, first.numel() // mark.experts * mark.per_row)
+            return
+        if func is aten.eq.Scalar and isinstance(mark, _Indices) and isinstance(args[1], int):
+            self.marks[out] = _Mask(balanced(first.numel(), mark.experts)[args[1]] if 0 <= args[1] < mark.experts else 0)
+            return
+        if isinstance(mark, _Counts) and first.dim() == 1:
+            values = balanced(mark.total, mark.experts)
+            if func is aten.unbind.int and len(out) == len(values):
+                for t, v in zip(out, values):
+                    self.marks[t] = _Value(v)
+            elif func is aten.select.int and args[1] in (0, -1):
+                self.marks[out] = _Value(values[args[2]])
+
+
+@contextlib.contextmanager
+def balanced_routing() -> Iterator[BalancedRouting]:
+    """Inside an active FakeTensorMode: routing reads answered as described above."""
+    with BalancedRouting() as mode:
+        yield mode

@@ -1,0 +1,116 @@
+"""MoE code that reads its routing on the host (npuport.trace.routing), traced with balanced routing: the per-expert
+shapes are T // E rows, the same ops as a real run, the FLOPs of the real step; reads that are not routing still fail,
+and models that never read routing are traced exactly as before."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from npuport.api import audit_model
+from npuport.errors import NpuportError
+from npuport.trace.routing import balanced, balanced_routing
+from npuport.trace.run import new_fake_mode, trace_callable, trace_module
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "moe_host_routing.py"
+BATCH, SEQ = 2, 8  # 16 tokens, top-2 over 8 experts: 32 routed pairs, 4 per expert
+
+
+def _fixture():
+    spec = importlib.util.spec_from_file_location("moe_host_routing", FIXTURE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_balanced_spreads_the_remainder_over_the_first_experts() -> None:
+    assert balanced(32, 8) == [4] * 8
+    assert balanced(10, 4) == [3, 3, 2, 2] and sum(balanced(1001, 64)) == 1001
+
+
+def _up_rows(trace) -> Counter:
+    """Rows of each expert's first matmul (the input of `up`), by expert."""
+    out: Counter = Counter()
+    for c in trace.calls:
+        if c.op == "aten::mm" and c.module.endswith(".up"):
+            out[c.module] += c.inputs[0].shape[0]
+    return out
+
+
+@pytest.mark.parametrize("block", ["WhereLoopMoE", "SplitMoE"])
+def test_each_expert_gets_a_balanced_share(block: str) -> None:
+    mod = _fixture()
+    mode = new_fake_mode()
+    with mode:
+        model = getattr(mod, block)()
+    inputs = lambda: ((torch.randn(BATCH, SEQ, mod.HIDDEN),), {})  # noqa: E731
+    with pytest.raises(Exception, match="DataDependent|DynamicOutputShape|local_scalar_dense|nonzero|bincount"):
+        with torch.no_grad():
+            trace_module(model, inputs, mode=mode)
+    with balanced_routing() as routing, torch.no_grad():
+        trace = trace_module(model, inputs, mode=mode)
+    assert routing.answered > 0
+    rows = _up_rows(trace)
+    assert len(rows) == mod.EXPERTS and set(rows.values()) == {BATCH * SEQ * mod.TOP_K // mod.EXPERTS}
+
+
+def test_the_same_ops_as_a_real_cpu_run() -> None:
+    mod = _fixture()
+    torch.manual_seed(0)
+    real = mod.build_model()
+    x = torch.randn(BATCH, SEQ, mod.HIDDEN)
+    with torch.no_grad():  # real tensors, no fake mode: nothing to answer
+        real_trace = trace_callable(real, lambda: real(x), "prefill", contextlib.nullcontext())
+    mode = new_fake_mode()
+    with mode:
+        fake = mod.build_model()
+    with balanced_routing(), torch.no_grad():
+        fake_trace = trace_module(fake, lambda: ((torch.randn(BATCH, SEQ, mod.HIDDEN),), {}), mode=mode)
+    compute = lambda t: Counter(c.op for c in t.calls if c.kind == "compute" and "mm" not in c.op)  # noqa: E731
+    # the experts a real router skips (no token) do not run: compare what does not depend on the draw. The one
+    # documented difference of fake tracing (tests/test_zoo_families.py): reading values back is _local_scalar_dense
+    # per element there, where a real `.tolist()` copies the tensor to the host once (nothing on a CPU tensor)
+    assert set(compute(fake_trace)) - {"aten::_local_scalar_dense"} == set(compute(real_trace))
+
+
+def test_a_read_that_is_not_routing_still_fails() -> None:
+    class Branches(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x  # a value, not routing: nothing to answer
+
+    mode = new_fake_mode()
+    with mode:
+        model = Branches()
+    with balanced_routing() as routing, pytest.raises(Exception, match="DataDependent|local_scalar_dense"):
+        trace_module(model, lambda: ((torch.randn(4),), {}), mode=mode)
+    assert routing.answered == 0
+
+
+def test_the_audit_traces_every_scenario_and_says_how() -> None:
+    _, data = audit_model(model=str(FIXTURE), scenarios=[f"train:batch={BATCH},seq={SEQ}",
+                                                           f"prefill:batch={BATCH},seq={SEQ}"])
+    assert data["failed_scenarios"] == []
+    notes = [n for n in data["notes"] if "expert routing" in n]
+    assert [n.split(":")[0] for n in notes] == ["train", "prefill"]
+    assert abs(sum(o["time_share"] for o in data["ops"]) - 1.0) < 1e-9
+    assert any(o["op"] == "aten::bincount" for o in data["ops"])
+
+
+def test_a_model_that_needs_no_answers_is_traced_without_them(tmp_path: Path) -> None:
+    _, data = audit_model(model=str(Path(__file__).resolve().parents[1] / "fixtures" / "models" / "tiny.py"),
+                          scenarios=["prefill:batch=1,seq=4"])
+    assert not any("expert routing" in n for n in data["notes"])
+
+
+def test_a_value_read_that_routing_cannot_answer_reports_the_first_failure(tmp_path: Path) -> None:
+    model = tmp_path / "branches.py"
+    model.write_text("import torch\n\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+                     "        return x * 2 if x.sum() > 0 else x\n\n\ndef build_model():\n    return M()\n\n\n"
+                     "def example_inputs(scenario):\n    return (torch.randn(scenario.batch, 4),)\n")
+    with pytest.raises(NpuportError, match="does not read tensor values"):
+        audit_model(model=str(model), scenarios=["prefill:batch=1,seq=4"])
