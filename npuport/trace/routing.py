@@ -1,17 +1,18 @@
 """Mixture-of-experts code that reads its routing on the host, traced with the tokens spread evenly over the experts.
 
 Many MoE implementations count the tokens each expert receives and read the counts back to split the batch:
-`expert_size = one_hot.sum(0).tolist()` then `x.split(expert_size)` (JetMoE), `torch.bincount(topk_idx.flatten(),
+`expert_size = one_hot.sum(0).tolist()` then `x.split(expert_size)` (JetMoE); `torch.bincount(topk_idx.flatten(),
 minlength=E).tolist()` then `torch.where(topk_idx == i)` per expert (DeepSeek-V3's own inference model.py and many
-training repositories). On fake tensors these values do not exist, so such a model cannot be traced as it is.
+training repositories); `torch.histc(topk_idx.float(), bins=E, min=0, max=E).tolist()` then `x.split(counts)`. On
+fake tensors these values do not exist, so such a model cannot be traced as it is.
 
 `balanced_routing()` answers exactly those reads, and only when the tensor read is known to be routing: it follows
 (by the aten ops that made them) the expert indices of a top-k over E scores, the one-hot matrices made from them
-(a scatter of ones into zeros, `one_hot`), the per-expert counts summed or `bincount`ed from those, and the masks
-`indices == i`. A count of T routed (token, expert) pairs over E experts is taken as T // E per expert (the first
-T % E one more): the load a router trained with a load-balancing loss aims at, with the FLOPs a real step has (they
-depend on T only). Any other read of a value still fails as before. The audit uses it only after a scenario failed
-on such a read, and says so in its notes.
+(a scatter of ones into zeros, `one_hot`), the per-expert counts summed, `bincount`ed or `histc`ed from those, and
+the masks `indices == i`. A count of T routed (token, expert) pairs over E experts is taken as T // E per expert
+(the first T % E one more): the load a router trained with a load-balancing loss aims at, with the FLOPs a real step
+has (they depend on T only). Any other read of a value still fails as before. The audit uses it only after a
+scenario failed on such a read, and says so in its notes.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class BalancedRouting(TorchDispatchMode):
     # -- reads that need values ------------------------------------------------------------------------------------
     def _answer(self, func: Any, first: Any, mark: Any, args: tuple, kwargs: dict) -> Any:
         if func is aten._local_scalar_dense.default and isinstance(mark, _Value):
-            return mark.value
+            return float(mark.value) if first.is_floating_point() else mark.value
         if func is aten.nonzero.default and isinstance(mark, _Mask):
             return torch.empty((mark.count, first.dim()), dtype=torch.long, device=first.device)
         if func is aten.bincount.default and isinstance(mark, _Indices) and kwargs.get("weights", args[1] if len(args) > 1 else None) is None:
@@ -134,6 +135,11 @@ class BalancedRouting(TorchDispatchMode):
             return
         if func is aten.sum.dim_IntList and isinstance(mark, _OneHot) and out.dim() == 1 and out.shape[0] == mark.experts:
             self.marks[out] = _Counts(mark.experts, first.numel() // mark.experts * mark.per_row)
+            return
+        if func is aten.histc.default and isinstance(mark, _Indices):
+            bins, low, high = (list(args[1:4]) + [100, 0, 0][len(args) - 1:])[:3]
+            if bins == mark.experts and low == 0 and high in (mark.experts - 1, mark.experts):  # one bin per expert
+                self.marks[out] = _Counts(mark.experts, first.numel())
             return
         if func is aten.eq.Scalar and isinstance(mark, _Indices) and isinstance(args[1], int):
             self.marks[out] = _Mask(balanced(first.numel(), mark.experts)[args[1]] if 0 <= args[1] < mark.experts else 0)

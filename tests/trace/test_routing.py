@@ -42,12 +42,12 @@ def _up_rows(trace) -> Counter:
     return out
 
 
-@pytest.mark.parametrize("block", ["WhereLoopMoE", "SplitMoE"])
+@pytest.mark.parametrize("block", ["WhereLoopMoE", "SplitMoE", "SplitMoE-histc"])
 def test_each_expert_gets_a_balanced_share(block: str) -> None:
     mod = _fixture()
     mode = new_fake_mode()
     with mode:
-        model = getattr(mod, block)()
+        model = mod.SplitMoE(histc=True) if block == "SplitMoE-histc" else getattr(mod, block)()
     inputs = lambda: ((torch.randn(BATCH, SEQ, mod.HIDDEN),), {})  # noqa: E731
     with pytest.raises(Exception, match="DataDependent|DynamicOutputShape|local_scalar_dense|nonzero|bincount"):
         with torch.no_grad():
