@@ -23,7 +23,7 @@ from npuport.model.scenarios import Scenario, fit_to_context
 from npuport.trace.memory import MemoryTracker
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import Trace
-from npuport.trace.routing import balanced_routing
+from npuport.trace.routing import NUMPY_READ, balanced_routing
 from npuport.trace.run import fake_deepcopy
 from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet
 
@@ -85,9 +85,13 @@ def _inputs(model: LoadedModel, sc: Scenario, reuse: bool) -> Inputs | None:
         what = "building the cache for" if sc.kind == "decode" else "making the inputs of"
         error = NpuportError(f"{what} the {sc.name} scenario failed", "a model that runs on its inputs",
                              describe_exception(exc))
-        if isinstance(exc, _VALUE_READS):
+        if _reads_value(exc):
             raise _ReadsValues(error) from None
         raise error from None
+
+
+def _reads_value(exc: BaseException) -> bool:
+    return isinstance(exc, _VALUE_READS) or isinstance(exc, RuntimeError) and NUMPY_READ in str(exc)
 
 
 class _ReadsValues(Exception):
@@ -136,7 +140,7 @@ def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: 
     except Exception as exc:
         error = NpuportError(f"the model failed on the {sc.name} inputs", "example inputs that fit the model",
                              describe_exception(exc))
-        if isinstance(exc, _VALUE_READS):
+        if _reads_value(exc):
             raise _ReadsValues(error) from None
         raise error from None
     finally:

@@ -3,7 +3,7 @@
 Many MoE implementations count the tokens each expert receives and read the counts back to split the batch:
 `expert_size = one_hot.sum(0).tolist()` then `x.split(expert_size)` (JetMoE); `torch.bincount(topk_idx.flatten(),
 minlength=E).tolist()` then `torch.where(topk_idx == i)` per expert (DeepSeek-V3's own inference model.py and many
-training repositories); `torch.histc(topk_idx.float(), bins=E, min=0, max=E).tolist()` then `x.split(counts)`. On
+training repositories); `counts.cpu().numpy()` (DeepSeek's modeling code on the Hub); `torch.histc(topk_idx.float(), bins=E, min=0, max=E).tolist()` then `x.split(counts)`. On
 fake tensors these values do not exist, so such a model cannot be traced as it is.
 
 `balanced_routing()` answers exactly those reads, and only when the tensor read is known to be routing: it follows
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
@@ -153,8 +154,31 @@ class BalancedRouting(TorchDispatchMode):
                 self.marks[out] = _Value(values[args[2]])
 
 
+class _NumpyReads(TorchFunctionMode):
+    """`counts.cpu().numpy()` (DeepSeek's own modeling code on the Hub): `numpy()` is no aten op, so it is answered
+    here, from the marks the dispatch mode keeps."""
+
+    def __init__(self, routing: BalancedRouting) -> None:
+        super().__init__()
+        self.routing = routing
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if func is torch.Tensor.numpy and args:
+            mark = self.routing._mark(args[0])
+            if isinstance(mark, _Counts) and args[0].dim() == 1:
+                import numpy  # noqa: PLC0415 - only code that calls .numpy() needs it, and then it is installed
+
+                self.routing.answered += 1
+                dtype = numpy.float32 if args[0].is_floating_point() else numpy.int64
+                return numpy.array(balanced(mark.total, mark.experts), dtype=dtype)
+        return func(*args, **(kwargs or {}))
+
+
+NUMPY_READ = ".numpy() is not supported for tensor subclasses"  # what torch says for a fake tensor's .numpy()
+
+
 @contextlib.contextmanager
 def balanced_routing() -> Iterator[BalancedRouting]:
     """Inside an active FakeTensorMode: routing reads answered as described above."""
-    with BalancedRouting() as mode:
+    with BalancedRouting() as mode, _NumpyReads(mode):
         yield mode
