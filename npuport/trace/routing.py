@@ -1,18 +1,21 @@
 """Mixture-of-experts code that reads its routing on the host, traced with the tokens spread evenly over the experts.
 
 Many MoE implementations count the tokens each expert receives and read the counts back to split the batch:
-`expert_size = one_hot.sum(0).tolist()` then `x.split(expert_size)` (JetMoE); `torch.bincount(topk_idx.flatten(),
-minlength=E).tolist()` then `torch.where(topk_idx == i)` per expert (DeepSeek-V3's own inference model.py and many
-training repositories); `counts.cpu().numpy()` (DeepSeek's modeling code on the Hub); `torch.histc(topk_idx.float(), bins=E, min=0, max=E).tolist()` then `x.split(counts)`. On
-fake tensors these values do not exist, so such a model cannot be traced as it is.
+- `expert_size = one_hot.sum(0).tolist()` then `x.split(expert_size)` (JetMoE);
+- `torch.bincount(topk_idx.flatten(), minlength=E).tolist()` then `torch.where(topk_idx == i)` per expert
+  (DeepSeek-V3's own inference model.py and many training repositories);
+- `cnts.scatter_(1, topk_ids, 1).sum(0).cpu().numpy()` then a slice per expert (DeepSeek's modeling code on the Hub);
+- `torch.histc(topk_idx.float(), bins=E, min=0, max=E).tolist()` then `x.split(counts)`;
+- `one_hot(topk_idx, E).permute(2, 1, 0)`, then `torch.where(expert_mask[i])` per expert, or only for the experts
+  `(expert_mask.sum(dim=(-1, -2)) > 0).nonzero()` lists (the loop of transformers 4.x Mixtral-style code).
+On fake tensors these values do not exist, so such a model cannot be traced as it is.
 
-`balanced_routing()` answers exactly those reads, and only when the tensor read is known to be routing: it follows
-(by the aten ops that made them) the expert indices of a top-k over E scores, the one-hot matrices made from them
-(a scatter of ones into zeros, `one_hot`), the per-expert counts summed, `bincount`ed or `histc`ed from those, and
-the masks `indices == i`. A count of T routed (token, expert) pairs over E experts is taken as T // E per expert
-(the first T % E one more): the load a router trained with a load-balancing loss aims at, with the FLOPs a real step
-has (they depend on T only). Any other read of a value still fails as before. The audit uses it only after a
-scenario failed on such a read, and says so in its notes.
+`balanced_routing()` answers exactly those reads, and only when the tensor read is known to be routing: it follows,
+by the aten ops that made them, the expert indices of a top-k over E scores and what is made from them (one-hot
+matrices, per-expert counts, masks per expert). A count of T routed (token, expert) pairs over E experts is taken as
+T // E per expert (the first T % E one more): the load a router trained with a load-balancing loss aims at, with the
+FLOPs a real step has (they depend on T only). Any other read of a value still fails as before. The audit uses it
+only after a scenario failed on such a read, and says so in its notes.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ aten = torch.ops.aten
 @dataclass(frozen=True)
 class _Zeros:
     pass
+
+
+@dataclass(frozen=True)
+class _Arange:  # 0, 1, ..., n - 1
+    n: int
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,22 @@ class _Mask:  # `indices == expert`: `count` true elements
     count: int
 
 
+@dataclass(frozen=True)
+class _ExpertMajor:  # a one-hot permuted so that the expert axis is first: slice i holds expert i's count of ones
+    experts: int
+    total: int
+
+
+@dataclass(frozen=True)
+class _Positive:  # `counts > 0`: the experts that received tokens
+    experts: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _ExpertRows:  # the nonzero of `counts > 0`: one row per expert that received tokens, its index as the value
+    experts: tuple[int, ...]
+
+
 def balanced(total: int, experts: int) -> list[int]:
     """`total` routed pairs over `experts`, as evenly as integers allow."""
     q, r = divmod(total, experts)
@@ -71,7 +95,8 @@ def balanced(total: int, experts: int) -> list[int]:
 # ops that carry a tensor's routing meaning to their output unchanged (casts, copies, reshapes, device moves)
 _SAME = {aten._to_copy.default, aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
          aten.lift_fresh.default, aten._unsafe_view.default, aten.view.default, aten.reshape.default,
-         aten.flatten.using_ints, aten.view.dtype}
+         aten.flatten.using_ints, aten.view.dtype, aten.squeeze.dim, aten.squeeze.default, aten.squeeze.dims,
+         aten.unsqueeze.default}
 _ZEROS = {aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default}
 
 
@@ -102,6 +127,10 @@ class BalancedRouting(TorchDispatchMode):
             return float(mark.value) if first.is_floating_point() else mark.value
         if func is aten.nonzero.default and isinstance(mark, _Mask):
             return torch.empty((mark.count, first.dim()), dtype=torch.long, device=first.device)
+        if func is aten.nonzero.default and isinstance(mark, _Positive) and first.dim() == 1:
+            out = torch.empty((len(mark.experts), 1), dtype=torch.long, device=first.device)
+            self.marks[out] = _ExpertRows(mark.experts)
+            return out
         if func is aten.bincount.default and isinstance(mark, _Indices) and kwargs.get("weights", args[1] if len(args) > 1 else None) is None:
             minlength = kwargs.get("minlength", args[2] if len(args) > 2 else 0)
             experts = max(mark.experts, int(minlength))
@@ -116,6 +145,9 @@ class BalancedRouting(TorchDispatchMode):
             if isinstance(out, torch.Tensor):
                 self.marks[out] = _Zeros()
             return
+        if func is aten.arange.default and isinstance(args[0], int):
+            self.marks[out] = _Arange(args[0])
+            return
         if func is aten.topk.default and isinstance(out, tuple) and first.dim() > 0:
             dim = kwargs.get("dim", args[2] if len(args) > 2 else -1)
             self.marks[out[1]] = _Indices(first.shape[dim])
@@ -123,13 +155,42 @@ class BalancedRouting(TorchDispatchMode):
         if mark is None:
             return
         if func in _SAME and isinstance(out, torch.Tensor):
-            if isinstance(mark, (_Indices, _Counts, _Zeros)) or isinstance(mark, _OneHot) and out.dim() and out.shape[-1] == mark.experts:
+            if isinstance(mark, (_Indices, _Counts, _Zeros, _Mask, _Value)) or \
+                    isinstance(mark, _OneHot) and out.dim() and out.shape[-1] == mark.experts:
                 self.marks[out] = mark
+            return
+        if func is aten.permute.default and isinstance(mark, _OneHot) and args[1][0] % first.dim() == first.dim() - 1:
+            self.marks[out] = _ExpertMajor(mark.experts, first.numel() // mark.experts * mark.per_row)
+            return
+        if isinstance(mark, _ExpertMajor):  # expert_mask[i], expert_mask[expert_idx], expert_mask.sum(dim=(-1, -2))
+            values = balanced(mark.total, mark.experts)
+            picked = self._mark(args[1][0]) if func is aten.index.Tensor and len(args[1]) == 1 else None
+            if func is aten.select.int and args[1] == 0:
+                self.marks[out] = _Mask(values[args[2]])
+            elif isinstance(picked, _Value) and args[1][0].numel() == 1:
+                self.marks[out] = _Mask(values[picked.value])
+            elif func is aten.sum.dim_IntList and out.dim() == 1 and out.shape[0] == mark.experts:
+                self.marks[out] = _Counts(mark.experts, mark.total)
+            return
+        if func in (aten.gt.Scalar, aten.ne.Scalar) and isinstance(mark, _Counts) and args[1] == 0:
+            self.marks[out] = _Positive(tuple(i for i, v in enumerate(balanced(mark.total, mark.experts)) if v > 0))
+            return
+        if isinstance(mark, _ExpertRows):  # `for expert_idx in expert_hit`: each row's value is its expert
+            if func is aten.unbind.int and len(out) == len(mark.experts):
+                for t, v in zip(out, mark.experts):
+                    self.marks[t] = _Value(v)
+            elif func is aten.select.int and args[1] == 0:
+                self.marks[out] = _Value(mark.experts[args[2]])
             return
         if func in (aten.scatter.value, aten.scatter_.value) and isinstance(mark, _Zeros) and args[3] == 1:
             dim, index = args[1], args[2]
             if dim % first.dim() == first.dim() - 1 and index.dim() == first.dim():
                 self.marks[out] = _OneHot(first.shape[-1], index.shape[-1])
+            return
+        if func is aten.eq.Tensor and isinstance(mark, _Indices) and isinstance(self._mark(args[1]), _Arange) and \
+                args[1].dim() == 1 and args[1].shape[0] == mark.experts and out.shape[-1] == mark.experts and \
+                first.shape[-1] == 1:  # one_hot as fake tensors decompose it: indices.unsqueeze(-1) == arange(E)
+            self.marks[out] = _OneHot(mark.experts, 1)
             return
         if func is aten.one_hot.default and isinstance(mark, _Indices):
             self.marks[out] = _OneHot(out.shape[-1], 1)

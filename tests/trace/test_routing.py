@@ -42,12 +42,14 @@ def _up_rows(trace) -> Counter:
     return out
 
 
-@pytest.mark.parametrize("block", ["WhereLoopMoE", "SplitMoE", "SplitMoE-histc", "NumpyLoopMoE"])
+@pytest.mark.parametrize("block", ["WhereLoopMoE", "SplitMoE", "SplitMoE-histc", "NumpyLoopMoE", "MaskLoopMoE",
+                                   "MaskLoopMoE-hit"])
 def test_each_expert_gets_a_balanced_share(block: str) -> None:
     mod = _fixture()
     mode = new_fake_mode()
     with mode:
-        model = mod.SplitMoE(histc=True) if block == "SplitMoE-histc" else getattr(mod, block)()
+        model = {"SplitMoE-histc": lambda: mod.SplitMoE(histc=True), "MaskLoopMoE-hit": lambda: mod.MaskLoopMoE(True)
+                 }.get(block, getattr(mod, block.split("-")[0]))()
     inputs = lambda: ((torch.randn(BATCH, SEQ, mod.HIDDEN),), {})  # noqa: E731
     with pytest.raises(Exception, match="DataDependent|DynamicOutputShape|local_scalar_dense|nonzero|bincount|numpy"):
         with torch.no_grad():
@@ -71,7 +73,10 @@ def test_the_same_ops_as_a_real_cpu_run() -> None:
         fake = mod.build_model()
     with balanced_routing(), torch.no_grad():
         fake_trace = trace_module(fake, lambda: ((torch.randn(BATCH, SEQ, mod.HIDDEN),), {}), mode=mode)
-    compute = lambda t: Counter(c.op for c in t.calls if c.kind == "compute" and "mm" not in c.op)  # noqa: E731
+    # blocks 0-3 of the fixture; the last two call one_hot, which fake tensors decompose (unsqueeze == arange) where a
+    # real run calls the native kernel (with its own value check): a difference of one_hot, not of the routing
+    compute = lambda t: Counter(c.op for c in t.calls if c.kind == "compute" and "mm" not in c.op  # noqa: E731
+                                and c.module.split(".")[0] in {"0", "1", "2", "3"})
     # the experts a real router skips (no token) do not run: compare what does not depend on the draw. The one
     # documented difference of fake tracing (tests/test_zoo_families.py): reading values back is _local_scalar_dense
     # per element there, where a real `.tolist()` copies the tensor to the host once (nothing on a CPU tensor)
