@@ -24,7 +24,7 @@ from npuport.trace.memory import MemoryTracker
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import Trace
 from npuport.trace.routing import NUMPY_READ, balanced_routing
-from npuport.trace.run import fake_deepcopy
+from npuport.trace.run import fake_deepcopy, inference_as_no_grad
 from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet
 
 Progress = Callable[[str], None]
@@ -178,7 +178,7 @@ def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progres
     timings: dict[str, float] = {}
     failed: list[tuple[str, str]] = []
     errors: list[NpuportError] = []
-    with kernel_fallbacks() as fallbacks, fake_deepcopy():
+    with kernel_fallbacks() as fallbacks, fake_deepcopy(), inference_as_no_grad() as inference:
         for sc in scenarios:
             sc, note = fit_to_context(sc, model.max_positions)
             if note:
@@ -206,6 +206,9 @@ def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progres
             traces[sc.name] = trace
             used.append(sc)
     notes.extend(notes_for(fallbacks))
+    if inference.entered:
+        notes.append("the model runs under torch.inference_mode: traced as torch.no_grad (the same kernels run on a "
+                     "device; under inference mode composite ops such as linear would reach the trace undecomposed)")
     if not traces:
         if len(errors) == 1:
             raise errors[0]

@@ -34,6 +34,7 @@ class OpClasses:
     vector_factor: dict[str, float]
     no_traffic: frozenset[str]
     gather_like: frozenset[str]
+    indexed_write: frozenset[str]
     data_movement: frozenset[str]
     fused: frozenset[str]
     hot_share: float
@@ -50,6 +51,7 @@ def op_classes() -> OpClasses:
         vector_factor={k: float(v) for k, v in d["vector_flops_per_element"].items()},
         no_traffic=frozenset(d["no_traffic_ops"]),
         gather_like=frozenset(d["gather_like_ops"]),
+        indexed_write=frozenset(d["indexed_write_ops"]),
         data_movement=frozenset(d["data_movement_ops"]),
         fused=frozenset(d["fused_ops"]),
         hot_share=float(d["classes"]["hot_cumulative_share"]),
@@ -223,6 +225,11 @@ def _bytes(name: str, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta
         # the table is read only where indexed: as many elements as the output, plus the indices
         read = written + sum(i.distinct_numel * itemsize(i.dtype) for i in inputs[1:])
         return read + written
+    if name in classes.indexed_write and len(inputs) >= 2:
+        touched = _touched(name, inputs)
+        if touched is not None:
+            rest = sum(i.distinct_numel * itemsize(i.dtype) for i in inputs[1:])
+            return rest + 2 * touched * itemsize(inputs[0].dtype)
     if name == "_grouped_mm" and len(inputs) >= 2 and len(inputs[0].shape) == 2 and len(inputs[1].shape) == 3:
         # experts' weights (G, K, N) are read only for the groups that get rows: with fewer rows than experts (a
         # decode token's top-k) at most one expert per row, the rest of the weight tensor is never touched
@@ -232,6 +239,21 @@ def _bytes(name: str, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta
         return int(rest + w) + written
     read = sum(i.distinct_numel * itemsize(i.dtype) for i in inputs)
     return read + written
+
+
+def _touched(name: str, inputs: Sequence[TensorMeta]) -> int | None:
+    """Elements an in-place indexed write reads and writes in the tensor it writes into (inputs[0]): a scatter's
+    index count, an index_add_ / index_copy_ source's, an index_put_ values' count; None when that count is unknown
+    (a boolean mask, values broadcast to fewer elements than the indices select)."""
+    if any(i.dtype in ("bool", "uint8") for i in inputs[1:]):
+        return None
+    if name.startswith("scatter"):  # scatter_(dim, index, src | value): one element per index
+        return inputs[1].numel
+    values = inputs[-1]
+    indices = [i for i in inputs[1:-1] if i.dtype in ("int64", "int32")]
+    if not indices or values.distinct_numel < max(i.numel for i in indices):
+        return None
+    return values.numel
 
 
 def call_cost(call: OpCall) -> CallCost:

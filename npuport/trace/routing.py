@@ -123,10 +123,12 @@ class BalancedRouting(TorchDispatchMode):
 
     # -- reads that need values ------------------------------------------------------------------------------------
     def _answer(self, func: Any, first: Any, mark: Any, args: tuple, kwargs: dict) -> Any:
-        if func is aten._local_scalar_dense.default and isinstance(mark, _Value):
+        if func in (aten._local_scalar_dense.default, aten.item.default) and isinstance(mark, _Value):
             return float(mark.value) if first.is_floating_point() else mark.value
         if func is aten.nonzero.default and isinstance(mark, _Mask):
             return torch.empty((mark.count, first.dim()), dtype=torch.long, device=first.device)
+        if func is aten.where.default and isinstance(mark, _Mask):  # torch.where(mask) as inference mode runs it
+            return tuple(torch.empty((mark.count,), dtype=torch.long, device=first.device) for _ in range(first.dim()))
         if func is aten.nonzero.default and isinstance(mark, _Positive) and first.dim() == 1:
             out = torch.empty((len(mark.experts), 1), dtype=torch.long, device=first.device)
             self.marks[out] = _ExpertRows(mark.experts)

@@ -87,6 +87,38 @@ def fake_deepcopy() -> Iterator[None]:
             FakeTensor.__deepcopy__ = own  # type: ignore[method-assign]
 
 
+class _InferenceAsNoGrad:
+    """Counts the inference-mode blocks entered while `inference_as_no_grad` is active."""
+
+    entered = 0
+
+
+@contextlib.contextmanager
+def inference_as_no_grad() -> Iterator[type[_InferenceAsNoGrad]]:
+    """`torch.inference_mode()` (a decorator on many inference forwards: DeepSeek-V3's model.py, gpt-fast) run as
+    `torch.no_grad()` while tracing. On a device both run the same kernels (inference mode only skips autograd's
+    version counters and view tracking), but under inference mode composite ops reach the recorder whole
+    (aten::linear, aten::einsum instead of the matmuls they run), which the cost model cannot price."""
+    cls = torch.autograd.grad_mode.inference_mode
+    enter, exit_ = cls.__enter__, cls.__exit__
+    _InferenceAsNoGrad.entered = 0
+
+    def no_grad_enter(self: Any) -> None:
+        self._npuport_grad = torch.is_grad_enabled()
+        if self.mode:
+            _InferenceAsNoGrad.entered += 1
+            torch.set_grad_enabled(False)
+
+    def no_grad_exit(self: Any, *exc: object) -> None:
+        torch.set_grad_enabled(self._npuport_grad)
+
+    cls.__enter__, cls.__exit__ = no_grad_enter, no_grad_exit  # type: ignore[method-assign,assignment]
+    try:
+        yield _InferenceAsNoGrad
+    finally:
+        cls.__enter__, cls.__exit__ = enter, exit_  # type: ignore[method-assign]
+
+
 def new_fake_mode() -> FakeTensorMode:
     """Fake tensors: shapes, dtypes and strides propagate, no memory is allocated, no kernel runs.
 

@@ -36,9 +36,9 @@ def test_balanced_spreads_the_remainder_over_the_first_experts() -> None:
 def _up_rows(trace) -> Counter:
     """Rows of each expert's first matmul (the input of `up`), by expert."""
     out: Counter = Counter()
-    for c in trace.calls:
-        if c.op == "aten::mm" and c.module.endswith(".up"):
-            out[c.module] += c.inputs[0].shape[0]
+    for c in trace.calls:  # mm after linear's decomposition; linear itself under inference mode
+        if c.op in ("aten::mm", "aten::linear") and c.module.endswith(".up"):
+            out[c.module] += c.inputs[0].numel // c.inputs[0].shape[-1]
     return out
 
 
@@ -81,6 +81,19 @@ def test_the_same_ops_as_a_real_cpu_run() -> None:
     # documented difference of fake tracing (tests/test_zoo_families.py): reading values back is _local_scalar_dense
     # per element there, where a real `.tolist()` copies the tensor to the host once (nothing on a CPU tensor)
     assert set(compute(fake_trace)) - {"aten::_local_scalar_dense"} == set(compute(real_trace))
+
+
+def test_inference_mode_where_is_answered_too() -> None:
+    """Under torch.inference_mode (DeepSeek-V3's inference model.py) `torch.where(mask)` dispatches aten.where, not
+    nonzero."""
+    mod = _fixture()
+    mode = new_fake_mode()
+    with mode:
+        model = mod.WhereLoopMoE()
+    with balanced_routing(), torch.inference_mode():
+        trace = trace_module(model, lambda: ((torch.randn(BATCH, SEQ, mod.HIDDEN),), {}), mode=mode)
+    assert any(c.op == "aten::where" for c in trace.calls)
+    assert set(_up_rows(trace).values()) == {BATCH * SEQ * mod.TOP_K // mod.EXPERTS}
 
 
 def test_a_read_that_is_not_routing_still_fails() -> None:
