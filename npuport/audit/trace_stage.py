@@ -40,15 +40,22 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
     runs again with the expert routing of MoE code answered as balanced (npuport.trace.routing); when that does not
     help, the first failure is reported."""
     reuse = reuse and model.distributed is None
-    try:
-        return _trace_scenario(model, sc, progress, reuse)
-    except _ReadsValues as first:
-        with balanced_routing() as routing:
-            try:
-                trace, ran = _trace_scenario(model, sc, progress, reuse)
-            except _ReadsValues:
-                raise first.error from None
-    if trace is not None and routing.answered:
+    routing = None
+    # a deepcopy of a fake tensor as a copy, torch.inference_mode as no_grad: what a device runs (npuport.trace.run)
+    with fake_deepcopy(), inference_as_no_grad() as inference:
+        try:
+            trace, ran = _trace_scenario(model, sc, progress, reuse)
+        except _ReadsValues as first:
+            with balanced_routing() as routing:
+                try:
+                    trace, ran = _trace_scenario(model, sc, progress, reuse)
+                except _ReadsValues:
+                    raise first.error from None
+    if trace is not None and inference.entered:
+        trace.notes.append(f"{ran.name}: the model runs under torch.inference_mode: traced as torch.no_grad (the same "
+                           "kernels run on a device; under inference mode composite ops such as linear would reach "
+                           "the trace undecomposed)")
+    if trace is not None and routing is not None and routing.answered:
         trace.notes.append(
             f"{ran.name}: the model reads its expert routing on the host (per-expert token counts or expert masks), "
             "which fake tensors cannot answer: traced with the routed tokens spread evenly over the experts (a real "
@@ -178,7 +185,7 @@ def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progres
     timings: dict[str, float] = {}
     failed: list[tuple[str, str]] = []
     errors: list[NpuportError] = []
-    with kernel_fallbacks() as fallbacks, fake_deepcopy(), inference_as_no_grad() as inference:
+    with kernel_fallbacks() as fallbacks:
         for sc in scenarios:
             sc, note = fit_to_context(sc, model.max_positions)
             if note:
@@ -206,9 +213,6 @@ def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progres
             traces[sc.name] = trace
             used.append(sc)
     notes.extend(notes_for(fallbacks))
-    if inference.entered:
-        notes.append("the model runs under torch.inference_mode: traced as torch.no_grad (the same kernels run on a "
-                     "device; under inference mode composite ops such as linear would reach the trace undecomposed)")
     if not traces:
         if len(errors) == 1:
             raise errors[0]
