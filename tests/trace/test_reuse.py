@@ -182,6 +182,24 @@ def test_every_shipped_config_audits_the_same_with_and_without_reuse(config: Pat
     assert a[1] == b[1]
 
 
+def test_host_routing_moe_audits_the_same_with_and_without_reuse(tmp_path: Path) -> None:
+    """JetMoE reads its routing on the host (npuport.trace.routing answers it): copied layers give the same audit."""
+    pytest.importorskip("transformers")
+    from npuport.api import audit_model
+    from npuport.model.hf.zoo import causal_lm_types, cut_layers, default_config, tiny
+
+    if "jetmoe" not in causal_lm_types():
+        pytest.skip("this transformers has no jetmoe")
+    cut = tmp_path / "jetmoe.json"
+    cut.write_text(json.dumps(tiny(cut_layers(default_config("jetmoe"), 4)), default=str))
+    scenarios = ["train:batch=1,seq=16", "prefill:batch=1,seq=16", "decode:batch=1,past=16"]
+    a = audit_model(hf_config=str(cut), scenarios=scenarios)
+    b = audit_model(hf_config=str(cut), scenarios=scenarios, reuse=False)
+    assert all(t.reused > 0 for t in a[0].traces.values())
+    assert any("expert routing" in n for n in a[1]["notes"])
+    assert a[1] == b[1]
+
+
 def test_cli_no_reuse_gives_the_same_report(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
