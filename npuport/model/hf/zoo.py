@@ -37,6 +37,7 @@ def cut_layers(raw: dict[str, Any], layers: int = 2) -> dict[str, Any]:
         old = next((section[k] for k in LAYER_KEYS if isinstance(section.get(k), int)), None)
         if old is None or old <= layers:
             continue
+        _unroll_cycles(section, old)
         keep = _kept_layers(section, old, layers)
         for k in LAYER_KEYS:
             if isinstance(section.get(k), int):
@@ -63,27 +64,40 @@ def cut_layers(raw: dict[str, Any], layers: int = 2) -> dict[str, Any]:
     return out
 
 
+_KINDS = ("layer_types", "layers_block_type", "pattern", "block_types")
+
+
 def _kept_layers(section: dict[str, Any], old: int, layers: int) -> list[int]:
-    """Which of the `old` layers to keep: the first layer of each distinct kind, then the earliest others."""
-    kinds = next((v for k, v in section.items() if isinstance(v, (list, str)) and len(v) == old
-                  and k.endswith(("layer_types", "layers_block_type", "pattern", "block_types"))), None)
+    """Which of the `old` layers to keep: the fewest layers that show every kind of every per-layer list (an attention
+    kind and an MLP kind are separate lists in Kimi-Linear: the first dense layer is a linear-attention one, the full
+    attention sits in a sparse layer), then the explicit attention-layer indices, then the earliest others."""
+    lists = [[str(x) for x in v] for k, v in section.items() if isinstance(v, (list, str)) and len(v) == old
+             and k.endswith(_KINDS)]
+    want = {(j, kinds[i]) for j, kinds in enumerate(lists) for i in range(old)}
     keep: list[int] = []
-    if kinds is not None:
-        seen: set[str] = set()
-        for i, kind in enumerate(kinds):
-            if str(kind) not in seen:
-                seen.add(str(kind))
-                keep.append(i)
+    while want:  # greedy cover: the layer showing most kinds not yet kept, the earliest among equals
+        gain = {i: sum((j, kinds[i]) in want for j, kinds in enumerate(lists)) for i in range(old) if i not in keep}
+        best = max(gain, key=lambda i: (gain[i], -i))
+        keep.append(best)
+        want -= {(j, kinds[best]) for j, kinds in enumerate(lists)}
     for k, v in section.items():  # explicit attention-layer index lists (Bamba, Zamba)
         if k.endswith(("layer_indices", "layer_ids")) and isinstance(v, list) and v and isinstance(v[0], int) and v[0] not in keep:
             keep.append(v[0])
-    keep = sorted(keep)[:layers]
+    keep = sorted(keep[:layers])
     for i in range(old):
         if len(keep) >= layers:
             break
         if i not in keep:
             keep.append(i)
     return sorted(keep)
+
+
+def _unroll_cycles(section: dict[str, Any], old: int) -> None:
+    """A layer-kind list shorter than the layers repeats (RecurrentGemma's block_types: recurrent, recurrent,
+    attention, ...): written out per layer, so that cutting keeps the kinds of the layers kept."""
+    for k, v in list(section.items()):
+        if k.endswith("block_types") and isinstance(v, list) and 0 < len(v) < old and all(isinstance(x, str) for x in v):
+            section[k] = [v[i % len(v)] for i in range(old)]
 
 
 def tiny(raw: dict[str, Any]) -> dict[str, Any]:
