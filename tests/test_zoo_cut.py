@@ -31,3 +31,22 @@ def test_one_kind_list_keeps_the_first_of_each_kind_and_fills_with_the_earliest(
     out = cut_layers(raw, 3)
     assert out["layer_types"] == ["sliding_attention", "sliding_attention", "full_attention"]
     assert out["per_layer"] == [0, 1, 5]
+
+
+def test_a_value_that_varies_per_layer_is_read_from_the_first_layer() -> None:
+    """transformers raises (a RuntimeError) when a per-layer value is read from a heterogeneous config; the audit's
+    global reads (is there attention, how many positions) take the first layer's value instead of failing."""
+    from npuport.model.hf.build import config_attr
+
+    class Layer:
+        num_attention_heads = 8
+
+    class Heterogeneous:
+        per_layer_config = [Layer()]
+
+        @property
+        def num_attention_heads(self) -> int:
+            raise RuntimeError("'num_attention_heads' is a per-layer attribute and may vary across layers")
+
+    assert config_attr(Heterogeneous(), "num_attention_heads") == 8
+    assert config_attr(Heterogeneous(), "n_head", 0) == 0

@@ -24,7 +24,7 @@ import torch
 from npuport.coverage.npu_ops import fake_torch_npu
 from npuport.errors import NpuportError, describe_exception  # noqa: F401 - describe_exception re-exported
 from npuport.model.distributed import Distributed
-from npuport.model.hf.build import build
+from npuport.model.hf.build import build, config_attr
 from npuport.model.hf.build import parse_dtype as _parse
 from npuport.model.hf.inputs import hf_inputs
 from npuport.model.scenarios import Scenario
@@ -240,7 +240,7 @@ def _param_dtype(model: torch.nn.Module) -> str:
 
 def _max_positions(config: Any) -> int | None:
     for key in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
-        val = getattr(config, key, None)
+        val = config_attr(config, key)
         if isinstance(val, int) and val > 0:
             return val
     return None

@@ -37,6 +37,21 @@ class HFBuild:
     notes: list[str] = field(default_factory=list)
 
 
+def config_attr(config: Any, key: str, default: Any = None) -> Any:
+    """`getattr(config, key, default)` for heterogeneous configs too: transformers raises (a RuntimeError, not an
+    AttributeError) when a value that varies per layer is read from the whole config (dots3's attention heads on its
+    sliding layers); then the first layer's value, which says as much as the callers here ask (is there attention,
+    how many positions)."""
+    try:
+        return getattr(config, key, default)
+    except RuntimeError:
+        layers = getattr(config, "per_layer_config", None)
+        try:
+            return getattr(layers[0], key, default) if layers else default
+        except (RuntimeError, LookupError, TypeError):
+            return default
+
+
 def config_from_raw(raw: dict[str, Any]) -> Any:
     import transformers  # noqa: PLC0415 - optional dependency, imported where it is used
 
@@ -112,7 +127,7 @@ def choose_attn(cls: type, requested: str | None, config: Any = None) -> tuple[s
         return requested, None
     if getattr(cls, "_supports_sdpa", False):
         return "sdpa", None
-    attention = config is None or any(getattr(config, k, None) for k in ("num_attention_heads", "n_head", "num_heads"))
+    attention = config is None or any(config_attr(config, k) for k in ("num_attention_heads", "n_head", "num_heads"))
     if not attention:  # an attention-free model (Mamba, RWKV): nothing to say
         return None, None
     return None, f"{cls.__name__} has no SDPA path: traced with its own default attention (eager), as a real run would use it"
@@ -210,7 +225,7 @@ def _is_fake_mode(mode: Any) -> bool:
 
 
 def _is_moe(config: Any) -> bool:
-    return any(getattr(config, k, None) for k in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"))
+    return any(config_attr(config, k) for k in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"))
 
 
 def parse_dtype(name: str) -> torch.dtype:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException
 
-from npuport.model.hf.build import quiet_transformers
+from npuport.model.hf.build import config_attr, quiet_transformers
 from npuport.model.hf.prefill_once import layers_once
 from npuport.model.scenarios import Scenario
 
@@ -126,7 +126,7 @@ def is_encoder(config: Any) -> bool:
 def vocab_size(config: Any) -> int:
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     for key in ("vocab_size", "n_vocab", "padded_vocab_size"):
-        v = getattr(text, key, None) or getattr(config, key, None)
+        v = config_attr(text, key) or config_attr(config, key)
         if isinstance(v, int) and v > 0:
             return v
     return 32000
@@ -172,7 +172,7 @@ def _cache_for(model: torch.nn.Module, batch: int, past: int, vocab: int) -> tup
     times just to build it; whether it grows is measured, not assumed (the same cache after 8 and 16 tokens)."""
     config: Any = model.config  # a transformers config (nn.Module's __getattr__ types it Tensor | Module)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    attention = any(getattr(text, k, None) for k in _HEAD_KEYS)  # attention keeps K/V per token: no probe
+    attention = any(config_attr(text, k) for k in _HEAD_KEYS)  # attention keeps K/V per token: no probe
     if past > 16 and not attention:
         short = _prefill_cache(model, batch, 8, vocab)
         if short[1] is not None and _shapes(short[1]) == _shapes(_prefill_cache(model, batch, 16, vocab)[1]):
