@@ -185,8 +185,9 @@ class BalancedRouting(TorchDispatchMode):
                 self.marks[out] = _Value(mark.experts[args[2]])
             return
         if func in (aten.scatter.value, aten.scatter_.value) and isinstance(mark, _Zeros) and args[3] == 1:
-            dim, index = args[1], args[2]
-            if dim % first.dim() == first.dim() - 1 and index.dim() == first.dim():
+            dim, index = args[1], args[2]  # ones at a top-k's expert indices: not any one-hot (labels are not routing)
+            if dim % first.dim() == first.dim() - 1 and index.dim() == first.dim() and \
+                    isinstance(self._mark(index), _Indices):
                 self.marks[out] = _OneHot(first.shape[-1], index.shape[-1])
             return
         if func is aten.eq.Tensor and isinstance(mark, _Indices) and isinstance(self._mark(args[1]), _Arange) and \

@@ -96,6 +96,22 @@ def test_inference_mode_where_is_answered_too() -> None:
     assert set(_up_rows(trace).values()) == {BATCH * SEQ * mod.TOP_K // mod.EXPERTS}
 
 
+def test_a_one_hot_of_labels_is_not_routing() -> None:
+    """Counts of a one-hot made from anything but a top-k's indices (class labels) are not answered."""
+
+    class LabelCounts(torch.nn.Module):
+        def forward(self, labels):
+            onehot = torch.zeros(labels.shape[0], 8, dtype=torch.long).scatter(1, labels[:, None], 1)
+            return torch.ones(sum(onehot.sum(0).tolist()))
+
+    mode = new_fake_mode()
+    with mode:
+        model = LabelCounts()
+    with balanced_routing() as routing, pytest.raises(Exception, match="DataDependent|local_scalar_dense"):
+        trace_module(model, lambda: ((torch.randint(0, 8, (16,)),), {}), mode=mode)
+    assert routing.answered == 0
+
+
 def test_a_read_that_is_not_routing_still_fails() -> None:
     class Branches(torch.nn.Module):
         def forward(self, x):
