@@ -72,6 +72,8 @@ def _trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None,
     tick = (lambda n: progress(f"~tracing {sc.name}: {n:,} ops")) if progress else None
     try:
         return _record(model, sc, inputs, real=True, tick=tick, reuse=reuse), sc
+    except NpuportError as failed:
+        return _as_generate(model, sc, failed, tick, reuse), sc
     except _DataDependent:
         # a guard transformers skips while tracing read a tensor value on the real path: follow the tracing path
         # for this scenario and say so (the inventory may then hold an explicit mask the real run does not build)
@@ -80,6 +82,26 @@ def _trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None,
         trace.notes.append(f"{sc.name}: traced along transformers' export path (a value-dependent check on the real "
                            "path cannot run on fake tensors)")
         return trace, sc
+
+
+def _as_generate(model: LoadedModel, sc: Scenario, failed: NpuportError, tick: Callable[[int], None] | None,
+                 reuse: bool) -> Trace:
+    """A decode step that failed on the plain inputs (the new token and the cache), run again with the inputs
+    transformers' generate() passes; the first failure stands when that does not help either."""
+    make = getattr(model.make_inputs, "as_generate", None)
+    try:
+        again = make(sc) if make is not None else None
+    except Exception:  # noqa: BLE001 - the model's own input preparation failed: the first failure is the answer
+        again = None
+    if again is None:
+        raise failed
+    try:
+        trace = _record(model, sc, again, real=True, tick=tick, reuse=reuse)
+    except (NpuportError, _DataDependent):
+        raise failed from None
+    trace.notes.append(f"{sc.name}: traced with the inputs transformers' generate() passes (prepare_inputs_for_generation): "
+                       f"the model's forward fails on the new token and the cache alone ({failed.render()})")
+    return trace
 
 
 def _inputs(model: LoadedModel, sc: Scenario, reuse: bool) -> Inputs | None:

@@ -161,6 +161,25 @@ def hf_inputs(model: torch.nn.Module, mode: Any, notes: list[str] | None = None)
             ids = torch.randint(0, vocab, (sc.batch, sc.seq))
             return (), {"input_ids": ids, name: cache, "use_cache": True}
 
+    def as_generate(sc: Scenario) -> Inputs | None:
+        """The decode step's inputs as transformers' generate() passes them (prepare_inputs_for_generation), over a
+        freshly built cache: for a forward that wants more than the new token (CPM-Ant slices the cached prefix off
+        the full input_ids itself). None when the model has no such step."""
+        prepare = getattr(model, "prepare_inputs_for_generation", None)
+        if sc.kind != "decode" or not sc.past or encoder or prepare is None:
+            return None
+        with mode:
+            caches.pop((sc.batch, sc.past), None)  # the failed step may have grown the cache: build it again
+            name, cache = caches[(sc.batch, sc.past)] = _cache_for(model, sc.batch, sc.past, vocab)
+            if cache is None:
+                return None
+            ids = torch.randint(0, vocab, (sc.batch, sc.past + sc.seq))
+            position = torch.arange(sc.past, sc.past + sc.seq)
+            with quiet_transformers():
+                kwargs = prepare(ids, **{name: cache}, use_cache=True, cache_position=position)
+        return (), {k: v for k, v in kwargs.items() if v is not None}
+
+    make.as_generate = as_generate  # type: ignore[attr-defined]
     make.recomputes = lambda sc: sc.kind == "decode" and sc.past and not encoder and caches.get((sc.batch, sc.past), ("", 0))[1] is None  # type: ignore[attr-defined]
     make.encoder = encoder  # type: ignore[attr-defined]
     return make
