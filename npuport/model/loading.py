@@ -28,6 +28,7 @@ from npuport.model.hf.build import build, config_attr
 from npuport.model.hf.build import parse_dtype as _parse
 from npuport.model.hf.inputs import hf_inputs
 from npuport.model.scenarios import Scenario
+from npuport.trace.fast_build import fast_fake_build
 from npuport.trace.run import new_fake_mode, tolerant_swap
 
 Inputs = tuple[tuple[Any, ...], dict[str, Any]]
@@ -176,7 +177,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
     loss_fn = getattr(mod, "loss_fn", None)
     mode = _mode(fake, device)
     want = parse_dtype(dtype) if dtype else None
-    with mode, _default_dtype(want), (tolerant_swap() if fake else contextlib.nullcontext()):
+    with mode, fast_fake_build(mode), _default_dtype(want), (tolerant_swap() if fake else contextlib.nullcontext()):
         model = _call_user(builder, f"{builder_name}()")
     if not isinstance(model, torch.nn.Module):
         raise NpuportError(f"{builder_name}() must return a torch.nn.Module", "an nn.Module", type(model).__name__)

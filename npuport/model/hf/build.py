@@ -18,6 +18,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from npuport.errors import NpuportError, describe_exception
+from npuport.trace.fast_build import fast_fake_build
 from npuport.trace.run import quiet_torch_logs, tolerant_swap
 
 _DTYPE_NAMES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -198,7 +199,7 @@ def build(raw: dict[str, Any], dtype: str | None, attn: str | None, mode: Any, p
 
     swap = tolerant_swap() if fake else contextlib.nullcontext()  # a .to()/.float() inside __init__ on fake params
 
-    with mode, init, swap, _quiet(), quiet_torch_logs():
+    with mode, fast_fake_build(mode), init, swap, _quiet(), quiet_torch_logs():
         try:
             try:
                 module = cls._from_config(config, dtype=torch_dtype) if hasattr(cls, "_from_config") else cls(config)
