@@ -22,7 +22,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager, unset_fake_temporarily
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+try:  # torch-internal helpers (npuport accepts torch 2.1 and later): without them, models build the usual way
+    from torch._subclasses.fake_tensor import in_kernel_invocation_manager, unset_fake_temporarily
+except ImportError:  # pragma: no cover - depends on the torch release
+    in_kernel_invocation_manager = unset_fake_temporarily = None  # type: ignore[assignment]
 from torch.overrides import TorchFunctionMode
 
 _FACTORIES = (torch.empty, torch.zeros, torch.ones)
@@ -71,7 +76,7 @@ class _FastFactories(TorchFunctionMode):
 def fast_fake_build(mode: Any) -> Iterator[None]:
     """While a model is built under `mode` (a FakeTensorMode): its parameters made directly (see the module's
     docstring). Anything else for `mode` (a null context: real tensors) changes nothing."""
-    if not isinstance(mode, FakeTensorMode) or not _fast_agrees(mode):
+    if not isinstance(mode, FakeTensorMode) or unset_fake_temporarily is None or not _fast_agrees(mode):
         yield
         return
     with _FastFactories(mode):
