@@ -86,23 +86,36 @@ def actions(data: dict[str, Any]) -> list[Action]:
         ev = f["evidence"][0] if f["evidence"] else {}
         out.append(Action(0 if f["level"] == "error" else 1, f.get("time_share") or 0.0, f"{f['id']} {f['title']}",
                           _at(ev.get("module"), ev.get("source")) if ev else "", f["fix"]))
+    out += _fusion_actions(data)
+    return sorted(out, key=lambda a: (a.tier, -a.share))
+
+
+def _fusion_actions(data: dict[str, Any]) -> list[Action]:
+    """One action per fusion and code site (where a person makes the change), in the scenario where it saves the
+    largest share. The rows of one site in different modules are one change (a norm's forward at one line serves the
+    post-attention norm of every layer and the next layer's input norm): their matches and savings add up, so the
+    list does not show the same line twice."""
     times = _scenario_times(data)
-    best: dict[tuple[str, str], Action] = {}
+    sites: dict[tuple[str, str, str], dict[str, list[Any]]] = {}  # (pattern, replacement, where) -> scenario -> sums
     for r in data.get("fusions") or []:
         if r["status"] != "proposed" or not r["replacement"] or not r["time_saved_s"]:
             continue
-        total = times.get(r["scenario"]) or 0.0
-        share = r["time_saved_s"] / total if total else 0.0
-        key = (r["pattern"], r["module"])
-        if key in best and best[key].share >= share:
-            continue
-        fix = f"saves {fmt_time(r['time_saved_s'])} per {r['scenario']} step ({fmt_share(share)})"
-        if r["note"]:
+        where = _at(r["module"], r["sources"][0] if r["sources"] else None)
+        per = sites.setdefault((r["pattern"], r["replacement"]["op"], where), {})
+        got = per.setdefault(r["scenario"], [0, 0.0, False])  # matches, seconds saved, any after a model change
+        got[0] += r["matches"]
+        got[1] += r["time_saved_s"]
+        got[2] = got[2] or bool(r["note"])
+    out = []
+    for (pattern, replacement, where), per in sites.items():
+        shares = {sc: (s[1] / times[sc] if times.get(sc) else 0.0) for sc, s in per.items()}
+        scenario = max(per, key=lambda sc: (shares[sc], sc))
+        matches, saved, changed = per[scenario]
+        fix = f"saves {fmt_time(saved)} per {scenario} step ({fmt_share(shares[scenario])})"
+        if changed:
             fix += ", after a model change (see Fusion opportunities)"
-        best[key] = Action(2, share, f"fuse {r['pattern']} x{r['matches']} into {r['replacement']['op']}",
-                           _at(r["module"], r["sources"][0] if r["sources"] else None), fix)
-    out += best.values()
-    return sorted(out, key=lambda a: (a.tier, -a.share))
+        out.append(Action(2, shares[scenario], f"fuse {pattern} x{matches} into {replacement}", where, fix))
+    return out
 
 
 def _runs_line(data: dict[str, Any]) -> str:
