@@ -182,17 +182,33 @@ def _fits_line(data: dict[str, Any]) -> str | None:
 
 
 def memory_actions(data: dict[str, Any]) -> list[Action]:
+    """A scenario over the target's memory: the first single change that fits it; the scenarios no single change fits
+    share one action, with the fewest devices that could hold them (their peak over the usable memory: a bound that
+    only perfect sharding of every byte reaches)."""
     out = []
+    stuck: list[tuple[str, int, int]] = []  # (scenario, peak bytes, usable bytes)
     for s in data["scenarios"]:
         mem = s.get("memory")
         row = next((f for f in (mem or {}).get("fit", []) if f["chip"] == data["chip"]), None)
         if not mem or row is None or row["fits"] is not False:
             continue
         fix = next((c for c in mem["changes"] if c.get("fits")), None)
+        if fix is None:
+            stuck.append((s["name"], mem["peak_bytes"], row["usable_bytes"]))
+            continue
         how = (f"{fix['change']} ({_gib(fix['peak_bytes'])}" + (f", +{fmt_time(fix['extra_time_s'])} per step" if fix["extra_time_s"] else "")
-               + ")") if fix else "no single change found; see Memory"
+               + ")")
         out.append(Action(0, 1.0, f"the {s['name']} step needs {_gib(mem['peak_bytes'])}, {_gib(row['usable_bytes'])} usable",
                           "", how))
+    if stuck:
+        names = ", ".join(n for n, _, _ in stuck[:-1]) + (" and " if len(stuck) > 1 else "") + stuck[-1][0]
+        usable = stuck[0][2]
+        needs = " / ".join(_gib(peak) for _, peak, _ in stuck)
+        devices = " / ".join(str(-(-peak // usable)) if usable else "?" for _, peak, usable in stuck)
+        out.append(Action(0, 1.0, f"the {names} step{'s' if len(stuck) > 1 else ''} need{'' if len(stuck) > 1 else 's'} "
+                                  f"{needs}, {_gib(usable)} usable", "",
+                          f"no single change found (see Memory); even with every byte sharded evenly: at least {devices} "
+                          "devices"))  # over the usable memory: always 2 or more
     return out
 
 

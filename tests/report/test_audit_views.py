@@ -128,3 +128,22 @@ def test_fusion_actions_are_one_per_code_site() -> None:
                       "saves 41 ms per prefill step (4.1%), after a model change (see Fusion opportunities)")
     # no source to name: the module is the site, and two modules stay two actions
     assert sorted(w for _, w, _ in got[1:]) == ["a.b", "a.c"]
+
+
+def test_scenarios_no_single_change_fits_share_one_action() -> None:
+    from npuport.render.audit_doc import memory_actions
+
+    def sc(name: str, peak_gib: float, fits: bool, changes: list[dict]) -> dict:
+        return {"name": name, "memory": {"peak_bytes": int(peak_gib * 2**30), "changes": changes,
+                                         "fit": [{"chip": "Ascend910B", "fits": fits, "usable_bytes": 60 * 2**30}]}}
+
+    tp2 = {"change": "tensor parallel degree 2", "peak_bytes": 44 * 2**30, "fits": True, "extra_time_s": 0.0}
+    data = {"chip": "Ascend910B", "scenarios": [sc("train", 615.9, False, [{"change": "recompute", "peak_bytes": 400 * 2**30,
+                                                                            "fits": False, "extra_time_s": 1.0}]),
+                                                 sc("prefill", 88.6, False, [tp2]), sc("decode", 1251.8, False, []),
+                                                 sc("tiny", 10.0, True, [])]}
+    got = [(a.what, a.fix) for a in memory_actions(data)]
+    assert got[0] == ("the prefill step needs 88.6 GiB, 60.0 GiB usable", "tensor parallel degree 2 (44.0 GiB)")
+    assert got[1] == ("the train and decode steps need 615.9 GiB / 1251.8 GiB, 60.0 GiB usable",
+                      "no single change found (see Memory); even with every byte sharded evenly: at least 11 / 21 devices")
+    assert len(got) == 2  # the scenario that fits asks for nothing
