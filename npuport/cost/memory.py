@@ -180,6 +180,9 @@ def judge(m: ScenarioMemory) -> None:
         m.fit.append(row)
 
 
+_DEVICES = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # device counts tried for models no smaller change fits
+
+
 def plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: Any) -> None:
     """When the scenario is over `usable` bytes: the smallest changes that make it fit, each with its memory and
     its cost in step time on the roofline (communication is left to the scale-out view)."""
@@ -247,6 +250,22 @@ def _plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: A
                 m.changes.append({"change": f"tensor parallel degree {t} (with sequence parallel)", "peak_bytes": peak,
                                   "extra_time_s": 0.0, "note": "weights, gradients, states and activations split t ways"})
                 break
+        if layers and not any(c["peak_bytes"] <= usable for c in m.changes):
+            # a model no single change fits (hundreds of billions of parameters): every held byte sharded, the
+            # activations recomputed; the fewest devices that hold it, a bound a real layout (tensor, pipeline,
+            # expert parallel) approaches
+            kept = act * 2 // 34
+            found = next(((n, k, peak) for n in _DEVICES for k in (1, 2, 4, 8, 16, 32) if sc.batch % k == 0
+                          for peak in [max(m.inputs + kept // k + (m.weights + m.grads + states) // n,
+                                           (m.weights + m.grads + states + temp) // n)] if peak <= usable), None)
+            if found is not None:
+                n, k, peak = found
+                what = f"full activation recomputation with ZeRO-3 / FSDP across {n} devices"
+                if k > 1:
+                    what += f", micro-batch {sc.batch // k} with {k} gradient-accumulation steps"
+                m.changes.append({"change": what, "peak_bytes": peak, "extra_time_s": step_time_s / 3,
+                                  "note": "weights, gradients and states sharded n ways, each layer's input kept; past "
+                                          "one 8-device node: communication per step: see the scale-out view"})
     else:
         cache = m.inputs
         transient = max(m.traced_peak - m.weights - m.inputs, 0)
@@ -262,3 +281,11 @@ def _plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: A
                 m.changes.append({"change": f"tensor parallel degree {t}", "peak_bytes": m.peak // t, "extra_time_s": 0.0,
                                   "note": "weights and cache split t ways"})
                 break
+        else:  # more than one 8-device node holds it: the fewest devices, every byte split evenly
+            for n in _DEVICES[4:]:
+                if m.peak // n <= usable:
+                    m.changes.append({"change": f"weights and cache split across {n} devices", "peak_bytes": m.peak // n,
+                                      "extra_time_s": 0.0,
+                                      "note": "more than one 8-device node: tensor parallel within a node, pipeline or "
+                                              "expert parallel across nodes; an even split is the bound a layout approaches"})
+                    break

@@ -161,3 +161,42 @@ def test_changes_make_an_oversized_step_fit() -> None:
     assert m["changes"] and any(c["fits"] for c in m["changes"])
     for c in m["changes"]:
         assert c["fits"] == (c["peak_bytes"] <= target["usable_bytes"])
+
+
+def test_a_model_no_single_change_fits_gets_the_fewest_devices() -> None:
+    """Hundreds of billions of parameters on one 64 GB chip: training is planned as full recomputation with ZeRO-3
+    across the fewest devices (micro-batching when the kept activations alone are too many), serving as the weights
+    and cache split across the fewest devices past one 8-device node; each checked by hand."""
+    from types import SimpleNamespace
+
+    from npuport.cost.memory import OptimizerMemory, ScenarioMemory, plan
+
+    gib = 2**30
+    usable = 60 * gib
+    train = ScenarioMemory("train", weights=1250 * gib, inputs=1 * gib, traced_peak=1250 * gib + 1 * gib + 1250 * gib + 3400 * gib,
+                           peak_phase="backward", peak_module="", grads=1250 * gib,
+                           optimizer=OptimizerMemory("adamw", 2500 * gib, 1250 * gib, 0))
+    train.peak = 7651 * gib
+    plan(train, usable, 30.0, 61, SimpleNamespace(batch=8, seq=4096, past=0))
+    last = train.changes[-1]
+    # kept activations 3400 * 2 / 34 = 200 GiB: micro-batch 1 keeps 25 GiB; held 5000 GiB: over 128 devices 39.1 GiB
+    # (65.1 GiB in all: over), over 256 devices 19.5 GiB (45.5 GiB: fits)
+    assert last["change"] == ("full activation recomputation with ZeRO-3 / FSDP across 256 devices, micro-batch 1 with 8 "
+                              "gradient-accumulation steps")
+    assert last["fits"] and last["peak_bytes"] == 1 * gib + 200 * gib // 8 + 5000 * gib // 256
+    assert last["extra_time_s"] == 10.0
+    assert not any(c["fits"] for c in train.changes[:-1])
+
+    serve = ScenarioMemory("decode", weights=1250 * gib, inputs=2 * gib, traced_peak=1253 * gib, peak_phase="forward",
+                           peak_module="")
+    serve.peak = 1253 * gib
+    plan(serve, usable, 0.1, 61, SimpleNamespace(batch=1, seq=1, past=4095))
+    split = [c for c in serve.changes if c["fits"]]
+    assert [c["change"] for c in split] == ["weights and cache split across 32 devices"]  # 1253 / 16 = 78 GiB: over
+    assert split[0]["peak_bytes"] == 1253 * gib // 32
+
+    small = ScenarioMemory("decode", weights=100 * gib, inputs=1 * gib, traced_peak=101 * gib, peak_phase="forward",
+                           peak_module="")
+    small.peak = 101 * gib
+    plan(small, usable, 0.1, 32, SimpleNamespace(batch=1, seq=1, past=4095))
+    assert [c["change"] for c in small.changes if c["fits"]] == ["tensor parallel degree 2"]  # within a node: as before
