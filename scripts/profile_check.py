@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from npuport import api  # noqa: E402
 from npuport.cost.inventory import step_time, timing_class  # noqa: E402
 from npuport.cost.timing import timing_for  # noqa: E402
+from npuport.profile.host_speed import step_probes  # noqa: E402
 from npuport.profile.join import join  # noqa: E402
 
 ORDER = ("train", "prefill", "decode")
@@ -74,7 +75,7 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
             on_host = (step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(probe))).step_s
                        if probe else None)
             # each timed step against the estimate for the host speed probed right before it (where recorded)
-            per_step = art["unprofiled"].get("probe_s")
+            per_step = step_probes(art["unprofiled"])
             step_errors = ([step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(p))).step_s
                             / w - 1.0 for p, w in zip(per_step, plain)] if per_step else None)
             rows.append({"model": model_dir.name, "scenario": art["scenario"]["spec"],
@@ -97,15 +98,16 @@ def fit_host(folder: Path, model: str, chip: str) -> None:
     report, _ = _audit(model, arts, chip)
     inv = report.inventory
     tm = timing_for(inv.chip)
-    probes = [p for a in arts.values() for p in a["unprofiled"].get("probe_s") or []]
+    probes = [p for a in arts.values() for p in step_probes(a["unprofiled"]) or []]
     ref = statistics.median(probes) if probes else None
 
     def host(name: str) -> float:
         # the host's issue time where the profile has it (the step's call returning), else the wall time; with a
         # probe before each step, each step's time is brought to the median probe's host speed first
         plain = arts[name]["unprofiled"]
-        if ref and plain.get("probe_s") and plain.get("host_s"):
-            return statistics.median(h * ref / p for h, p in zip(plain["host_s"], plain["probe_s"]))
+        steps = step_probes(plain)
+        if ref and steps and plain.get("host_s"):
+            return statistics.median(h * ref / p for h, p in zip(plain["host_s"], steps))
         return float(plain.get("host_median_s") or plain["median_s"])
 
     # each class's host cost beyond the per-call cost (timing.yaml class_extra, in host probes) at this host's speed:

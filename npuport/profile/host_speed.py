@@ -16,11 +16,25 @@ from npuport.cost.roofline import ChipProfile
 from npuport.cost.timing import timing_for
 
 
+def step_probes(unprofiled: dict[str, Any]) -> list[float] | None:
+    """The host's speed (seconds per tiny eager op) during each timed step: the mean of the probes right before and
+    right after it where both were taken, else the one before (profiles recorded before the probe after a step
+    existed); None without per-step probes. The lent H200s' hosts switch between two speeds (about 1.45x apart)
+    within a step in 7-18% of steps; bracketing the step followed its host time better than the probe before alone
+    (`scripts/diag_host_cpus.py`, docs/profile.md)."""
+    before = [float(p) for p in unprofiled.get("probe_s") or []]
+    if not before or not all(before):
+        return None
+    after = [float(p) for p in unprofiled.get("probe_after_s") or []]
+    if len(after) == len(before) and all(after):
+        return [(b + a) / 2 for b, a in zip(before, after)]
+    return before
+
+
 def recorded_probe(profile: dict[str, Any]) -> float | None:
-    """The host probe (seconds per tiny eager op) of the profile's timed steps: the median of those taken before each
-    step, else the one taken after them; None for a profile without one (imported traces)."""
-    plain = profile.get("unprofiled") or {}
-    probes = [float(p) for p in plain.get("probe_s") or [] if p]
+    """The host probe (seconds per tiny eager op) of the profile's timed steps: the median of each step's probe
+    (`step_probes`), else the one taken after all of them; None for a profile without one (imported traces)."""
+    probes = step_probes(profile.get("unprofiled") or {})
     if probes:
         return statistics.median(probes)
     after = (profile.get("host_probe") or {}).get("op_s")

@@ -180,7 +180,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
             model.module.train(False)
         with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)
-    plain, issued, probes = _timed_steps(model, sc, run, dev, timed_steps, progress, restore, inputs)
+    plain, issued, probes, after = _timed_steps(model, sc, run, dev, timed_steps, progress, restore, inputs)
     probe = host_probe(dev)
     art = to_artifact(read_trace(final))
     art["scenario"] = sc.to_json() | {"spec": sc.spec()}
@@ -189,11 +189,14 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
                        "torch": torch.__version__, "dtype": model.dtype, "model": model.name}
     art["unprofiled"] = {"step_s": plain, "median_s": statistics.median(plain),
                          "host_s": issued, "host_median_s": statistics.median(issued), "probe_s": probes,
+                         "probe_after_s": after,
                          "what": "wall time per step (synchronized) of the same steps run again without the profiler, "
                                  "whose own per-op cost inflates the host side of the traced steps (Python's garbage "
                                  "collector collected before, paused during each step); host_s: from the step's start "
                                  "until the host had issued its last op (the call returned, before the synchronize); probe_s: the "
-                                 "host probe (300 tiny adds) taken right before each step"}
+                                 "host probe (300 tiny adds) taken right before each step; probe_after_s: the same probe right after "
+                                 "each step's synchronize (the host's speed can change during a step: the mean of the two "
+                                 "brackets it)"}
     art["host_probe"] = {"op_s": probe, "what": "host seconds per eager torch.add of 8 elements on the device, "
                                                  "timed right after the steps: how fast this host dispatches"}
     if mod is not None and hasattr(mod, "max_memory_allocated"):
@@ -203,13 +206,15 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
 
 
 def _timed_steps(model: LoadedModel, sc: Scenario, run: Callable[[], None], dev: str, steps: int,
-                 progress: Progress | None, restore: bool, inputs: Inputs) -> tuple[list[float], list[float], list[float]]:
+                 progress: Progress | None, restore: bool,
+                 inputs: Inputs) -> tuple[list[float], list[float], list[float], list[float]]:
     """Wall seconds of `steps` more steps without the profiler, each ended by a device synchronize, and per step
     the seconds until the host had issued its last op (the step's call returned; the device may still be busy) and
-    a short host probe taken right before it."""
+    a short host probe taken right before it and right after it."""
     out: list[float] = []
     issued: list[float] = []
     probes: list[float] = []
+    after: list[float] = []
     model.module.train(sc.kind == "train")
     try:
         with real_path(), quiet_transformers(), quiet_torch_logs(), warnings.catch_warnings():
@@ -231,11 +236,14 @@ def _timed_steps(model: LoadedModel, sc: Scenario, run: Callable[[], None], dev:
                     issued.append(t1 - t0)
                 finally:
                     gc.enable()
+                # and right after it: on the lent H200s the host switched speed within a step in 7-18% of the steps,
+                # and the mean of the two probes followed the step's host time better than either (docs/profile.md)
+                after.append(host_probe(dev, calls=300, repeats=1))
                 if restore:
                     _restore_cache(inputs, sc.past)
     finally:
         model.module.train(False)
-    return out, issued, probes
+    return out, issued, probes, after
 
 
 def _captured(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str) -> Callable[[], None]:

@@ -40,6 +40,9 @@ def test_record_on_cpu_writes_trace_and_artifact_with_modules(tmp_path: Path) ->
     assert (tmp_path / "p" / "train.trace.json.gz").is_file()
     assert art["scenario"]["spec"] == "train:batch=1,seq=16" and art["recorded"]["steps"] == 2
     assert len(art["steps"]) == 2 and len(art["unprofiled"]["step_s"]) == 4 and art["host_probe"]["op_s"] > 0
+    # each timed step is bracketed by a host probe before and after it
+    assert len(art["unprofiled"]["probe_s"]) == len(art["unprofiled"]["probe_after_s"]) == 4
+    assert all(p > 0 for p in art["unprofiled"]["probe_after_s"])
     # the host's issue time per timed step: never more than that step's wall time
     plain = art["unprofiled"]
     assert len(plain["host_s"]) == 4 and all(0 < h <= w for h, w in zip(plain["host_s"], plain["step_s"]))
@@ -409,3 +412,17 @@ def test_the_join_holds_the_step_also_at_the_recorded_hosts_speed() -> None:
     # an imported trace has no probe: nothing to scale to; a profile with only the probe after its steps uses it
     assert recorded_probe({"unprofiled": {"step_s": [0.1]}}) is None
     assert recorded_probe({"host_probe": {"op_s": 1e-5}}) == 1e-5
+
+
+def test_a_steps_host_speed_is_the_mean_of_the_probes_that_bracket_it() -> None:
+    """The host can switch speed during a step: with a probe after each step as well, a step's host speed is the
+    mean of its two probes; a profile recorded with the probe before only (the committed runs) keeps that one, and
+    a probe list that does not line up with the steps' is not averaged."""
+    from npuport.profile.host_speed import recorded_probe, step_probes
+
+    both = {"probe_s": [1e-5, 2e-5, 1e-5], "probe_after_s": [3e-5, 2e-5, 1e-5]}
+    assert step_probes(both) == pytest.approx([2e-5, 2e-5, 1e-5])
+    assert recorded_probe({"unprofiled": both}) == pytest.approx(2e-5)
+    assert step_probes({"probe_s": [1e-5, 2e-5]}) == [1e-5, 2e-5]
+    assert step_probes({"probe_s": [1e-5, 2e-5], "probe_after_s": [3e-5]}) == [1e-5, 2e-5]
+    assert step_probes({"probe_s": [1e-5, 0.0]}) is None and step_probes({}) is None
