@@ -10,10 +10,14 @@ distance between the estimated and measured time shares per op.
     python scripts/profile_check.py docs/measured/profiles --chip H200 [--markdown]
     python scripts/profile_check.py docs/measured/profiles --chip H200 --fit-host tinyllama-1.1b
     python scripts/profile_check.py docs/measured/profiles docs/measured/profile-runs/*/ --chip H200 --runs [--markdown]
+    python scripts/profile_check.py docs/measured/profiles docs/measured/profile-runs/*/ --host-ratio
 
 --runs holds the same estimate against several recorded runs (one folder each, possibly from different lent
 machines) and prints, per held-out model and scenario, the error and share distance in each run and how many runs
 meet the 15% / 0.05 goals: on a shared host an eager step's host side moves between runs by more than 15%.
+
+--host-ratio prints, per model and eager scenario, each run's median host probe and its steps' host issue time per
+probe (ms per µs): a probe that measured the host's speed fully would keep that ratio the same in every run.
 
 --fit-host MODEL prints the host costs per eager call (forward, backward) that make the simulated steps of MODEL
 match its measured ones (its prefill and decode fit the forward cost, its train step then the backward cost): the
@@ -138,6 +142,26 @@ def fit_host(folder: Path, model: str, chip: str) -> None:
         print(f"  {name}: simulated {st.step_s * 1e3:.1f} ms against {arts[name]['unprofiled']['median_s'] * 1e3:.1f} ms")
 
 
+def host_ratio(folders: list[Path]) -> None:
+    """Per model and eager scenario, in each run: the median of the steps' probes and of host issue time / probe."""
+    print("| model | scenario | per run: median probe (µs) -> host issue per probe (ms/µs), slowest probe last |")
+    print("|---|---|---|")
+    for model in sorted({d.name for f in folders for d in f.iterdir() if d.is_dir()}):
+        for name in ("train", "prefill", "decode"):
+            points = []
+            for folder in folders:
+                path = folder / model / f"{name}.profile.json"
+                if not path.is_file():
+                    continue
+                plain = json.loads(path.read_text())["unprofiled"]
+                probes, issued = step_probes(plain), plain.get("host_s")
+                if probes and issued:
+                    points.append((statistics.median(probes) * 1e6,
+                                   statistics.median(h / p for h, p in zip(issued, probes)) * 1e-3, folder.name))
+            if points:
+                print(f"| {model} | {name} | " + ", ".join(f"{run} {p:.1f} -> {r:.2f}" for p, r, run in sorted(points)) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("profiles", type=Path, nargs="+")
@@ -146,7 +170,11 @@ def main() -> None:
     ap.add_argument("--chip", default="H200")
     ap.add_argument("--fit-host", metavar="MODEL")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--host-ratio", action="store_true", help="each run's host probe against its steps' host time")
     args = ap.parse_args()
+    if args.host_ratio:
+        host_ratio(args.profiles)
+        return
     if args.fit_host:
         fit_host(args.profiles[0], args.fit_host, args.chip)
         return
