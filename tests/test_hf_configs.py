@@ -85,3 +85,23 @@ def test_current_architectures_audit(name):
     assert abs(sum(o["time_share"] for o in data["ops"]) - 1.0) < 1e-9
     if name in ("deepseek-v3", "qwen3-235b-a22b", "gpt-oss-120b", "qwen3-next-80b-a3b"):
         assert any(o["op"] == "aten::_grouped_mm" for o in data["ops"])
+
+
+def test_prophetnet_fits_its_ngram_streams_and_its_decode_assertion(tmp_path):
+    """ProphetNet's n-gram streams take the positions after the main stream's: its context is its position table
+    less `ngram` (510 of 512; 511 tokens fail on real tensors too), and its decode asserts on its position ids,
+    taken as holding and noted."""
+    from transformers import ProphetNetConfig
+
+    cfg = ProphetNetConfig(hidden_size=32, encoder_ffn_dim=64, decoder_ffn_dim=64, num_encoder_layers=2,
+                           num_decoder_layers=2, num_encoder_attention_heads=2, num_decoder_attention_heads=2,
+                           vocab_size=128).to_dict()
+    assert cfg["max_position_embeddings"] == 512 and cfg["ngram"] == 2
+    path = tmp_path / "prophetnet.json"
+    path.write_text(json.dumps(cfg))
+    _, data = audit_model(hf_config=str(path), scenarios=["prefill:seq=4096", "decode:past=4096"])
+    assert data["failed_scenarios"] == []
+    assert data["model"]["max_positions"] == 510
+    by = {s["name"]: s for s in data["scenarios"]}
+    assert by["prefill"]["seq"] == 510 and by["decode"]["past"] == 509
+    assert any(n.startswith("decode: the model asserts on tensor values") for n in data["notes"])

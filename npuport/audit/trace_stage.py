@@ -37,8 +37,8 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
     """Run one scenario under the recorder; None when the scenario does not apply to the model. Returns the scenario
     as it really ran (a decode of a model with no cache re-runs its context). `reuse`: identical decoder layers are
     recorded once (npuport.trace.reuse; never for a distributed rank). A scenario that fails on reading a tensor value
-    runs again with the expert routing of MoE code answered as balanced (npuport.trace.routing); when that does not
-    help, the first failure is reported."""
+    runs again with the expert routing of MoE code answered as balanced and value assertions taken as holding
+    (npuport.trace.routing); when that does not help, the first failure is reported."""
     reuse = reuse and model.distributed is None
     routing = None
     # a deepcopy of a fake tensor as a copy, torch.inference_mode as no_grad: what a device runs (npuport.trace.run)
@@ -60,6 +60,11 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
             f"{ran.name}: the model reads its expert routing on the host (per-expert token counts or expert masks), "
             "which fake tensors cannot answer: traced with the routed tokens spread evenly over the experts (a real "
             "step's FLOPs; a real router's split varies from step to step)")
+    if trace is not None and routing is not None and routing.asserted:
+        trace.notes.append(
+            f"{ran.name}: the model asserts on tensor values (torch._check_tensor_all, e.g. transformers' "
+            "torch_compilable_check), which fake tensors cannot answer: traced as holding. On a "
+            "device each such check copies a flag to the host, a synchronisation per call in eager mode")
     return trace, ran
 
 

@@ -243,6 +243,12 @@ def _max_positions(config: Any) -> int | None:
     for key in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
         val = config_attr(config, key)
         if isinstance(val, int) and val > 0:
+            # ProphetNet's `ngram` predicting streams take the positions after the main stream's (1 to ngram further):
+            # its real limit is the table's size less ngram (512 - 2: 511 tokens fail in its position embedding on
+            # real tensors, in its n-gram reshape on fake ones)
+            ngram = config_attr(config, "ngram")
+            if isinstance(ngram, int) and 0 < ngram < val:
+                return val - ngram
             return val
     return None
 

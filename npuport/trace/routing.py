@@ -16,6 +16,12 @@ matrices, per-expert counts, masks per expert). A count of T routed (token, expe
 T // E per expert (the first T % E one more): the load a router trained with a load-balancing loss aims at, with the
 FLOPs a real step has (they depend on T only). Any other read of a value still fails as before. The audit uses it
 only after a scenario failed on such a read, and says so in its notes.
+
+One read that is not routing is answered in the same pass: an assertion over tensor values (`torch._check_tensor_all`,
+which transformers' `torch_compilable_check` calls outside torch.compile; ProphetNet checks its position ids with it
+on every decode step) reads `cond._is_all_true()` on the host only to raise on a broken input. It is taken as holding
+(the inputs the audit makes are well formed), counted apart (`asserted`), and the audit notes it: on a device that
+read is a host synchronisation on every call.
 """
 
 from __future__ import annotations
@@ -66,6 +72,11 @@ class _Value:  # a 0-d tensor holding one known integer
 
 
 @dataclass(frozen=True)
+class _Holds:  # the 0-d result of `_is_all_true`, read only by an assertion
+    pass
+
+
+@dataclass(frozen=True)
 class _Mask:  # `indices == expert`: `count` true elements
     count: int
 
@@ -105,6 +116,7 @@ class BalancedRouting(TorchDispatchMode):
         super().__init__()
         self.marks: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self.answered = 0  # reads answered: a run that needed none says nothing in its notes
+        self.asserted = 0  # value assertions taken as holding (see the module's docstring)
 
     def _mark(self, t: Any) -> Any:
         return self.marks.get(t) if isinstance(t, torch.Tensor) else None
@@ -113,6 +125,9 @@ class BalancedRouting(TorchDispatchMode):
         kwargs = kwargs or {}
         first = args[0] if args else None
         mark = self._mark(first)
+        if isinstance(mark, _Holds) and func in (aten._local_scalar_dense.default, aten.item.default):
+            self.asserted += 1
+            return True
         made = self._answer(func, first, mark, args, kwargs)
         if made is not None:
             self.answered += 1
@@ -146,6 +161,9 @@ class BalancedRouting(TorchDispatchMode):
         if func in _ZEROS or func is aten.full.default and args[1] == 0 or func is aten.fill_.Scalar and args[1] == 0:
             if isinstance(out, torch.Tensor):
                 self.marks[out] = _Zeros()
+            return
+        if func is aten._is_all_true.default:
+            self.marks[out] = _Holds()
             return
         if func is aten.arange.default and isinstance(args[0], int):
             self.marks[out] = _Arange(args[0])

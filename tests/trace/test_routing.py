@@ -148,3 +148,27 @@ def test_a_value_read_that_routing_cannot_answer_reports_the_first_failure(tmp_p
                      "def example_inputs(scenario):\n    return (torch.randn(scenario.batch, 4),)\n")
     with pytest.raises(NpuportError, match="does not read tensor values"):
         audit_model(model=str(model), scenarios=["prefill:batch=1,seq=4"])
+
+
+def test_a_value_assertion_is_taken_as_holding_and_noted(tmp_path: Path) -> None:
+    """`torch._check_tensor_all` (transformers' torch_compilable_check: ProphetNet's decode checks its position ids
+    with it) reads a flag on the host only to raise on a broken input: traced as holding, the flag's reduction kept in
+    the inventory, the note saying that a device synchronises there; an `if` on a value is still not answered."""
+    model = tmp_path / "asserts.py"
+    model.write_text("import torch\n\n\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                     "        self.lin = torch.nn.Linear(4, 4)\n\n    def forward(self, x):\n"
+                     "        torch._check_tensor_all(x.abs() >= 0, lambda: 'bad input')\n        return self.lin(x)\n\n\n"
+                     "def build_model():\n    return M()\n\n\n"
+                     "def example_inputs(scenario):\n    return (torch.randn(scenario.batch, 4),)\n")
+    _, data = audit_model(model=str(model), scenarios=["prefill:batch=1,seq=4"])
+    assert data["failed_scenarios"] == []
+    notes = [n for n in data["notes"] if "asserts on tensor values" in n]
+    assert len(notes) == 1 and notes[0].startswith("prefill:") and "synchronisation" in notes[0]
+    assert not any("expert routing" in n for n in data["notes"])
+    assert any(o["op"] == "aten::_is_all_true" for o in data["ops"])
+    # the flag of anything but `_is_all_true` is not an assertion: still a failure
+    with new_fake_mode(), balanced_routing() as routing:
+        with pytest.raises(Exception, match="DataDependent|local_scalar_dense"):
+            bool((torch.randn(4) > 0).all())
+        torch._check_tensor_all(torch.randn(4) > 0)
+    assert routing.asserted == 1 and routing.answered == 0
