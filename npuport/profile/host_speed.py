@@ -1,9 +1,9 @@
 """The estimated step for the host a profile was recorded on: an eager step's host side scales with how fast that
 host dispatches (mappings/timing.yaml's host costs hold for the host probe they were fit at, `reference_probe_s`),
-and the lent machines' host speed moves by up to 1.9x between runs and within one (docs/profile.md). A profile that
-`npuport profile record` wrote carries the host probe taken before each timed step; the step is simulated again with
-the host costs scaled to the median of those probes, so that the measurement is held against an estimate for its
-own host as well as against the one for the calibration's."""
+and the lent machines' host speed differs by up to 2.5x between machines and moves within one (docs/profile.md). A
+profile that `npuport profile record` wrote carries the host probes taken before and after each timed step; the step
+is simulated again with the host costs scaled to the median of the steps' probes (`step_probes`), so that the
+measurement is held against an estimate for its own host as well as against the one for the calibration's."""
 
 from __future__ import annotations
 
