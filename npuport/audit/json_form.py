@@ -13,6 +13,8 @@ import torch
 import npuport
 from npuport.audit.report import AuditReport
 from npuport.cost.inventory import OpEntry, ScenarioOpStats
+from npuport.cost.timing import StepTime
+from npuport.scan.source_apis import load_source_apis
 
 SCHEMA = "npuport.audit/1"
 MAX_SHAPES = 12
@@ -77,6 +79,28 @@ def op_json(entry: OpEntry, coverage_by_op: dict[str, dict[str, Any]]) -> dict[s
     return out
 
 
+def _as_graph(graph: StepTime | None, family: str, kind: str) -> dict[str, Any]:
+    """A host-bound eager step's wall time as one captured graph, with its host and device time and how a run
+    captures it on the chip's family (absent for other steps)."""
+    if graph is None:
+        return {}
+    return {"as_graph": {"step_s": graph.step_s, "host_s": graph.host_s, "device_s": graph.device_s,
+                         "how": _graph_how(family, kind)}}
+
+
+def _graph_how(family: str, kind: str) -> str:
+    """The APIs that capture a step as a graph, named after mappings/source_apis.yaml's diagnostics for CUDA graphs
+    (NPS040: the NPU's graph class, inference only) and torch.compile (NPS084: its NPU backends), whose sources and
+    caveats are there."""
+    if family != "npu":
+        return "CUDA graphs or torch.compile mode=reduce-overhead"
+    if kind == "train":  # NPU graphs are inference-only (NPS040's fix)
+        return "torch.compile: NPS084"
+    # "torch.npu.NPUGraph / graph / make_graphed_callables": the class, by its short name
+    graphs = load_source_apis().diagnostics["NPS040"].npu.split(" / ")[0].rsplit(".", 1)[-1]
+    return f"{graphs} or torch.compile: NPS040, NPS084"
+
+
 def audit_to_json(report: AuditReport) -> dict[str, Any]:
     inv = report.inventory
     m = report.model
@@ -110,7 +134,8 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
                 "estimated_time_s": inv.totals[sc.name].time_s,
                 "estimated_time_s_by_chip": inv.totals[sc.name].time_by_chip,
                 "roofline_time_s": inv.totals[sc.name].roofline_s,
-                **({"step": step.to_json()} if (step := inv.totals[sc.name].step) is not None else {}),
+                **({"step": step.to_json() | _as_graph(inv.totals[sc.name].as_graph, inv.chip.family, sc.kind)}
+                   if (step := inv.totals[sc.name].step) is not None else {}),
                 **({"memory": report.memory.by_scenario[sc.name].to_json()}
                    if report.memory and sc.name in report.memory.by_scenario else {}),
                 **({"communication": report.comm.by_scenario[sc.name].to_json()}

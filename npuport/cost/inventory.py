@@ -394,6 +394,8 @@ class ScenarioTotals:
     time_by_chip: dict[str, float]  # the step's wall time (step.step_s) per chip
     roofline_s: float = 0.0
     step: StepTime | None = None
+    # a host-bound eager step simulated again as one captured graph (no host cost per op): what graph mode would give
+    as_graph: StepTime | None = None
 
 
 @dataclass
@@ -461,10 +463,11 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
         by_chip = {}
         for other in (all_chips or {chip.name: chip}).values():
             by_chip[other.name] = step_time(calls, other, mode).step_s
+        simulated = step_time(calls, chip, mode)
+        as_graph = step_time(calls, chip, "graph") if mode == "eager" and simulated.bound == "host" else None
         totals[name] = ScenarioTotals(
             name, len(calls), sum(1 for c in calls if c.kind == "compute"), sum(c.cost.flops for c in calls),
-            sum(c.cost.bytes for c in calls), step, by_chip, sum(c.roofline_s for c in calls),
-            step_time(calls, chip, mode),
+            sum(c.cost.bytes for c in calls), step, by_chip, sum(c.roofline_s for c in calls), simulated, as_graph,
         )
     n = len(traces) or 1
     for entry in entries.values():

@@ -87,7 +87,28 @@ def actions(data: dict[str, Any]) -> list[Action]:
         out.append(Action(0 if f["level"] == "error" else 1, f.get("time_share") or 0.0, f"{f['id']} {f['title']}",
                           _at(ev.get("module"), ev.get("source")) if ev else "", f["fix"]))
     out += _fusion_actions(data)
+    out += graph_actions(data)
     return sorted(out, key=lambda a: (a.tier, -a.share))
+
+
+def graph_actions(data: dict[str, Any]) -> list[Action]:
+    """The scenarios whose eager step waits on the host (one Python dispatch per op outruns the device) and what
+    capturing each as one graph would give: the same calls with no host cost per op (npuport/cost/timing.py). One
+    action per way of capturing (an NPU training step has no graph class), the scenarios side by side."""
+    by_how: dict[str, list[tuple[str, float, float]]] = {}
+    for sc in data["scenarios"]:
+        step = sc.get("step") or {}
+        graph = step.get("as_graph")
+        if graph and step.get("step_s") and graph["step_s"] < step["step_s"]:
+            by_how.setdefault(graph["how"], []).append((sc["name"], step["step_s"], graph["step_s"]))
+    out = []
+    for how, rows in by_how.items():
+        names = " and ".join(r[0] for r in rows)
+        steps = ", ".join(f"{n} {fmt_time(t)} -> {fmt_time(g)}" for n, t, g in rows)
+        share = max(1 - g / t for _, t, g in rows)
+        out.append(Action(2, share, f"{names} {'is' if len(rows) == 1 else 'are'} host-bound", "",
+                          f"as a graph ({how}): {steps}"))
+    return out
 
 
 def _fusion_actions(data: dict[str, Any]) -> list[Action]:

@@ -147,3 +147,25 @@ def test_scenarios_no_single_change_fits_share_one_action() -> None:
     assert got[1] == ("the train and decode steps need 615.9 GiB / 1251.8 GiB, 60.0 GiB usable",
                       "no single change found (see Memory); even with every byte sharded evenly: at least 11 / 21 devices")
     assert len(got) == 2  # the scenario that fits asks for nothing
+
+
+def test_a_host_bound_eager_step_gets_its_graph_mode_time_and_an_action(data: dict[str, Any]) -> None:
+    """An eager step whose host outruns its device (the small GPT's prefill and decode on the 910B) carries the same
+    calls simulated as one captured graph, with the APIs that capture it there; a device-bound step carries none.
+    The summary lists the saving as one action, and the NPU has no graph class for a training step."""
+    from npuport.audit.json_form import _graph_how
+
+    steps = {s["name"]: s["step"] for s in data["scenarios"]}
+    assert steps["train"]["bound"] == "device" and "as_graph" not in steps["train"]
+    for name in ("prefill", "decode"):
+        step = steps[name]
+        assert step["mode"] == "eager" and step["bound"] == "host"
+        graph = step["as_graph"]
+        # the device's work stays; the host's per-op cost goes
+        assert graph["device_s"] == pytest.approx(step["device_s"]) and graph["host_s"] < step["host_s"] / 10
+        assert step["device_s"] <= graph["step_s"] < step["step_s"]
+        assert graph["how"] == "NPUGraph or torch.compile: NPS040, NPS084"
+    lines = [i for i in build(data)[0].items if "host-bound" in i]
+    assert len(lines) == 1 and lines[0].startswith("prefill and decode are host-bound: as a graph")
+    assert _graph_how("npu", "train") == "torch.compile: NPS084"
+    assert _graph_how("cuda", "decode").startswith("CUDA graphs")
