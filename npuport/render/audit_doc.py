@@ -94,20 +94,24 @@ def actions(data: dict[str, Any]) -> list[Action]:
 def graph_actions(data: dict[str, Any]) -> list[Action]:
     """The scenarios whose eager step waits on the host (one Python dispatch per op outruns the device) and what
     capturing each as one graph would give: the same calls with no host cost per op (npuport/cost/timing.py). One
-    action per way of capturing (an NPU training step has no graph class), the scenarios side by side."""
-    by_how: dict[str, list[tuple[str, float, float]]] = {}
+    action per way of capturing (an NPU training step has no graph class), the scenarios side by side. A step that
+    reads values on the host (its syncs: `.item()`, `nonzero`, routing counts) cannot be captured as it is: the action
+    says so."""
+    by_how: dict[str, list[tuple[str, float, float, int]]] = {}
     for sc in data["scenarios"]:
         step = sc.get("step") or {}
         graph = step.get("as_graph")
         if graph and step.get("step_s") and graph["step_s"] < step["step_s"]:
-            by_how.setdefault(graph["how"], []).append((sc["name"], step["step_s"], graph["step_s"]))
+            by_how.setdefault(graph["how"], []).append((sc["name"], step["step_s"], graph["step_s"], step.get("syncs") or 0))
     out = []
     for how, rows in by_how.items():
         names = " and ".join(r[0] for r in rows)
-        steps = ", ".join(f"{n} {fmt_time(t)} -> {fmt_time(g)}" for n, t, g in rows)
-        share = max(1 - g / t for _, t, g in rows)
+        steps = ", ".join(f"{n} {fmt_time(t)} -> {fmt_time(g)}" for n, t, g, _ in rows)
+        share = max(1 - g / t for _, t, g, _ in rows)
+        syncs = max(r[3] for r in rows)
+        after = f", once its {syncs} host syncs are gone (a capture cannot hold them)" if syncs else ""
         out.append(Action(2, share, f"{names} {'is' if len(rows) == 1 else 'are'} host-bound", "",
-                          f"as a graph ({how}): {steps}"))
+                          f"as a graph ({how}{after}): {steps}"))
     return out
 
 

@@ -169,3 +169,16 @@ def test_a_host_bound_eager_step_gets_its_graph_mode_time_and_an_action(data: di
     assert len(lines) == 1 and lines[0].startswith("prefill and decode are host-bound: as a graph")
     assert _graph_how("npu", "train") == "torch.compile: NPS084"
     assert _graph_how("cuda", "decode").startswith("CUDA graphs")
+
+
+def test_a_host_bound_step_that_reads_values_is_not_offered_as_a_graph_as_it_is() -> None:
+    """A step with host syncs (`.item()`, `nonzero`) cannot be captured as it is: the action says they must go."""
+    from npuport.render.audit_doc import graph_actions
+
+    step = {"mode": "eager", "step_s": 0.05, "host_s": 0.05, "device_s": 0.01, "bound": "host", "syncs": 3,
+            "as_graph": {"step_s": 0.011, "host_s": 2e-5, "device_s": 0.01, "how": "NPUGraph or torch.compile: NPS040, NPS084"}}
+    (act,) = graph_actions({"scenarios": [{"name": "decode", "step": step}]})
+    assert "once its 3 host syncs are gone" in act.fix and act.share == pytest.approx(0.78)
+    del step["syncs"]
+    (act,) = graph_actions({"scenarios": [{"name": "decode", "step": step}]})
+    assert "syncs" not in act.fix
