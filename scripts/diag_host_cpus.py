@@ -121,7 +121,7 @@ def summarize(paths: list[str]) -> None:
               f"| | {both} of {len(per_cpu)} | | |")
         for label in ("unpinned", "fast", "slow", "unpinned_again", "fast_again"):
             m = d[label]["median"]
-            print(f"| {d['model']} | decode pinned: {label} (CPU {d.get(label.split('_')[0] + '_cpu', 'any')}) | "
+            print(f"| {d['model']} | {d.get('scenario', 'decode')} pinned: {label} (CPU {d.get(label.split('_')[0] + '_cpu', 'any')}) | "
                   f"{m['issue_ms']:.1f} ms, probe {m['probe_before_us']:.1f} µs | | | |")
 
 

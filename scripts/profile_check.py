@@ -16,7 +16,7 @@ distance between the estimated and measured time shares per op.
 machines) and prints, per held-out model and scenario, the error and share distance in each run and how many runs
 meet the 15% / 0.05 goals: on a shared host an eager step's host side moves between runs by more than 15%.
 
---host-ratio prints, per model and eager scenario, each run's median host probe and its steps' host issue time per
+--host-ratio prints, per model and scenario, each run's median host probe and its steps' host issue time per
 probe (ms per µs): a probe that measured the host's speed fully would keep that ratio the same in every run.
 
 --fit-host MODEL prints the host costs per eager call (forward, backward) that make the simulated steps of MODEL
@@ -78,7 +78,8 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
             mode = "graph" if art["scenario"].get("mode") == "graph" else "eager"
             on_host = (step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(probe))).step_s
                        if probe else None)
-            # each timed step against the estimate for the host speed probed right before it (where recorded)
+            # each timed step against the estimate for the host speed probed around it (where recorded: the mean of
+            # the probes before and after it, else the one before)
             per_step = step_probes(art["unprofiled"])
             step_errors = ([step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(p))).step_s
                             / w - 1.0 for p, w in zip(per_step, plain)] if per_step else None)
@@ -134,7 +135,7 @@ def fit_host(folder: Path, model: str, chip: str) -> None:
     hb = (host("train") - extras("train") - nf * hf) / nb
     print(f"{model} on {chip}: forward_call_s {hf:.3g} (prefill {fwd[0]:.3g}, decode {fwd[1]:.3g}), "
           f"backward_call_s {hb:.3g} ({nf} forward + {nb} backward compute calls in train)"
-          + (f", reference_probe_s {ref:.3g} (median of the probes before each timed step)" if ref else ""))
+          + (f", reference_probe_s {ref:.3g} (median of the timed steps' probes)" if ref else ""))
     host = replace(at_ref, forward_call_s=hf, backward_call_s=hb)
     fitted = replace(tm, host=host)
     for name in arts:
@@ -143,7 +144,7 @@ def fit_host(folder: Path, model: str, chip: str) -> None:
 
 
 def host_ratio(folders: list[Path]) -> None:
-    """Per model and eager scenario, in each run: the median of the steps' probes and of host issue time / probe."""
+    """Per model and scenario, in each run: the median of the steps' probes and of host issue time / probe."""
     print("| model | scenario | per run: median probe (µs) -> host issue per probe (ms/µs), slowest probe last |")
     print("|---|---|---|")
     for model in sorted({d.name for f in folders for d in f.iterdir() if d.is_dir()}):
@@ -213,7 +214,7 @@ def runs(folders: list[Path], chip: str, calibration: str, markdown: bool) -> No
     lines = []
     for (model, sc), rs in table.items():
         errs = " / ".join(f"{r['error']:+.0%}" for r in rs)
-        # each step against the estimate for the host speed probed right before it (a run recorded without
+        # each step against the estimate for the host speed probed around it (a run recorded without
         # per-step probes: the probe after its steps)
         at_host = [r["error_per_step"] if r["error_per_step"] is not None else r["error_on_host"] for r in rs]
         dists = " / ".join(_dist(r["distance"]) for r in rs)

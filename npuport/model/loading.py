@@ -247,7 +247,8 @@ def _max_positions(config: Any) -> int | None:
             # its real limit is the table's size less ngram (512 - 2: 511 tokens fail in its position embedding on
             # real tensors, in its n-gram reshape on fake ones)
             ngram = config_attr(config, "ngram")
-            if isinstance(ngram, int) and 0 < ngram < val:
+            kind = str(config_attr(config, "model_type") or "")
+            if "prophetnet" in kind and isinstance(ngram, int) and 0 < ngram < val:
                 return val - ngram
             return val
     return None

@@ -96,7 +96,7 @@ def graph_actions(data: dict[str, Any]) -> list[Action]:
     capturing each as one graph would give: the same calls with no host cost per op (npuport/cost/timing.py). One
     action per way of capturing (an NPU training step has no graph class), the scenarios side by side. A step that
     reads values on the host (its syncs: `.item()`, `nonzero`, routing counts) cannot be captured as it is: the action
-    says so."""
+    says so, per scenario."""
     by_how: dict[str, list[tuple[str, float, float, int]]] = {}
     for sc in data["scenarios"]:
         step = sc.get("step") or {}
@@ -106,13 +106,16 @@ def graph_actions(data: dict[str, Any]) -> list[Action]:
     out = []
     for how, rows in by_how.items():
         names = " and ".join(r[0] for r in rows)
-        steps = ", ".join(f"{n} {fmt_time(t)} -> {fmt_time(g)}" for n, t, g, _ in rows)
+        steps = ", ".join(f"{n} {fmt_time(t)} -> {fmt_time(g)}" + _once_syncs_gone(k) for n, t, g, k in rows)
         share = max(1 - g / t for _, t, g, _ in rows)
-        syncs = max(r[3] for r in rows)
-        after = f", once its {syncs} host syncs are gone (a capture cannot hold them)" if syncs else ""
         out.append(Action(2, share, f"{names} {'is' if len(rows) == 1 else 'are'} host-bound", "",
-                          f"as a graph ({how}{after}): {steps}"))
+                          f"as a graph ({how}): {steps}"))
     return out
+
+
+def _once_syncs_gone(syncs: int) -> str:
+    """A step that reads values on the host cannot be captured with those reads in it."""
+    return f" once its {syncs} host sync{'s' if syncs > 1 else ''} {'are' if syncs > 1 else 'is'} gone" if syncs else ""
 
 
 def _fusion_actions(data: dict[str, Any]) -> list[Action]:

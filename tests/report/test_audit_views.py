@@ -172,13 +172,20 @@ def test_a_host_bound_eager_step_gets_its_graph_mode_time_and_an_action(data: di
 
 
 def test_a_host_bound_step_that_reads_values_is_not_offered_as_a_graph_as_it_is() -> None:
-    """A step with host syncs (`.item()`, `nonzero`) cannot be captured as it is: the action says they must go."""
+    """A step with host syncs (`.item()`, `nonzero`) cannot be captured as it is: the action says, for that scenario
+    alone, that they must go."""
     from npuport.render.audit_doc import graph_actions
 
-    step = {"mode": "eager", "step_s": 0.05, "host_s": 0.05, "device_s": 0.01, "bound": "host", "syncs": 3,
-            "as_graph": {"step_s": 0.011, "host_s": 2e-5, "device_s": 0.01, "how": "NPUGraph or torch.compile: NPS040, NPS084"}}
-    (act,) = graph_actions({"scenarios": [{"name": "decode", "step": step}]})
-    assert "once its 3 host syncs are gone" in act.fix and act.share == pytest.approx(0.78)
-    del step["syncs"]
-    (act,) = graph_actions({"scenarios": [{"name": "decode", "step": step}]})
-    assert "syncs" not in act.fix
+    how = "NPUGraph or torch.compile: NPS040, NPS084"
+    decode = {"mode": "eager", "step_s": 0.05, "host_s": 0.05, "device_s": 0.01, "bound": "host", "syncs": 3,
+              "as_graph": {"step_s": 0.011, "host_s": 2e-5, "device_s": 0.01, "how": how}}
+    prefill = dict(decode, syncs=0, step_s=0.02, as_graph=dict(decode["as_graph"], step_s=0.015))
+    (act,) = graph_actions({"scenarios": [{"name": "prefill", "step": prefill}, {"name": "decode", "step": decode}]})
+    assert act.what == "prefill and decode are host-bound" and act.share == pytest.approx(0.78)
+    assert act.fix.endswith("prefill 20 ms -> 15 ms, decode 50 ms -> 11 ms once its 3 host syncs are gone")
+    decode["syncs"] = 1
+    (act,) = graph_actions({"scenarios": [{"name": "decode", "step": decode}]})
+    assert act.fix.endswith("once its 1 host sync is gone")
+    del decode["syncs"]
+    (act,) = graph_actions({"scenarios": [{"name": "decode", "step": decode}]})
+    assert "sync" not in act.fix
