@@ -460,10 +460,10 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
                 stats.share = stats.time_s / step if step else 0.0
         _classify([(e.op, e.by_scenario[name], e.matrix, e.kind) for e in entries.values() if name in e.by_scenario])
         mode = (modes or {}).get(name, "eager")
-        by_chip = {}
-        for other in (all_chips or {chip.name: chip}).values():
-            by_chip[other.name] = step_time(calls, other, mode).step_s
         simulated = step_time(calls, chip, mode)
+        by_chip = {}
+        for other in (all_chips or {chip.name: chip}).values():  # the target's step is simulated once, above
+            by_chip[other.name] = simulated.step_s if other is chip else step_time(calls, other, mode).step_s
         as_graph = step_time(calls, chip, "graph") if mode == "eager" and simulated.bound == "host" else None
         totals[name] = ScenarioTotals(
             name, len(calls), sum(1 for c in calls if c.kind == "compute"), sum(c.cost.flops for c in calls),
