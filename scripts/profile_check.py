@@ -75,7 +75,7 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
             st = j["step"]
             plain = art["unprofiled"]["step_s"]
             probe = (art.get("host_probe") or {}).get("op_s")
-            mode = "graph" if art["scenario"].get("mode") == "graph" else "eager"
+            mode = art["scenario"].get("mode") or "eager"
             on_host = (step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(probe))).step_s
                        if probe else None)
             # each timed step against the estimate for the host speed probed around it (where recorded: the mean of
@@ -87,7 +87,8 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
                          "estimated_s": st["estimated"]["step_s"], "measured_s": st["measured"]["step_s"],
                          "measured_range_s": (min(plain), max(plain)), "error": st.get("error"),
                          "est_device_s": st["estimated"].get("device_s"), "kernel_s": st["measured"]["device_s"],
-                         # a graph replay's kernels have no aten op to be matched by: no share distance
+                         # a graph replay's kernels, and a compiled step's fused ones, have no aten op to be
+                         # matched by: no share distance
                          "device_error": st.get("device_error"), "distance": j["distance"] if mode == "eager" else None,
                          "bound": st["estimated"].get("bound"), "est_host_s": st["estimated"].get("host_s"),
                          "host_issue_s": st["measured"].get("host_issue_s"), "host_error": st.get("host_error"),

@@ -43,7 +43,7 @@ def run_audit(
     if progress:
         progress("costing ops and steps (mappings/timing.yaml)")
     t0 = time.perf_counter()
-    cost = cost_stage(traced.traces, target, torch_npu, {sc.name: "graph" if sc.mode == "graph" else "eager" for sc in traced.scenarios})
+    cost = cost_stage(traced.traces, target, torch_npu, {sc.name: sc.mode for sc in traced.scenarios})
     timings["inventory_s"] = time.perf_counter() - t0
     report = AuditReport(model, traced.scenarios, cost.inventory, traced.traces, torch_npu, traced.notes + cost.notes,
                          cost.assumptions, timings, failed=traced.failed, baseline_chip=baseline_chip)

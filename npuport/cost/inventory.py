@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from npuport.cost.fused import DeviceTime, compiled_issue
 from npuport.cost.op_costs import CallCost, backward_frame_cost, base_name, call_cost, frame_cost, itemsize, op_classes
 from npuport.cost.roofline import Bound, ChipProfile
 from npuport.cost.timing import (
@@ -254,6 +255,9 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
             extra = model.host.extra_s(timing_class(c, model)) if c.kind != "view" else 0.0
             item = made[key] = Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing, extra)
         issued.append(item)
+    if mode == "compile":  # the same calls as Inductor would launch them: fused runs and extern kernels
+        classes = [timing_class(c, model) if c.kind != "view" else "view" for c in calls]
+        issued = compiled_issue(calls, classes, issued, DeviceTime(model, chip.memory_bandwidth, chip.peak_flops("float32", False)))
     return simulate(model, issued, mode)
 
 

@@ -22,8 +22,8 @@ from npuport.errors import MappingError
 from npuport.mappings import load_checked
 
 _FILE = "timing.yaml"
-Mode = Literal["eager", "graph"]
-MODES: tuple[Mode, ...] = ("eager", "graph")
+Mode = Literal["eager", "graph", "compile"]
+MODES: tuple[Mode, ...] = ("eager", "graph", "compile")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,13 @@ class HostCosts:
     # what a call of a class costs the host beyond a tiny add, in tiny adds (host probes): a GEMM's library call, a
     # sort's several launches, an indexed store's checks (scripts/calibrate_timing.py measures each class)
     class_extra: tuple[tuple[str, float], ...] = ()
+    # torch.compile's default mode (npuport.cost.fused): per call of a compiled graph (guards, the autograd wrapper)
+    # and per kernel its wrapper launches, a generated (Triton) kernel or an extern one (a GEMM, attention); None
+    # where the chip's model has no such measurement (then no compile-mode time is given)
+    compile_graph_s: float | None = None
+    compile_kernel_s: float | None = None
+    compile_extern_s: float | None = None
+    compile_source: str = ""
 
     def extra_s(self, cls: str) -> float:
         """Host seconds a call of timing class `cls` costs beyond the per-call cost (0 without a reference probe)."""
@@ -59,8 +66,10 @@ class HostCosts:
         if not self.reference_probe_s:
             return self
         f = probe_s / self.reference_probe_s
+        times = (lambda v: None if v is None else v * f)  # noqa: E731
         return HostCosts(self.forward_call_s * f, self.backward_call_s * f, self.view_call_s * f,
-                         self.graph_launch_s * f, probe_s, self.class_extra)
+                         self.graph_launch_s * f, probe_s, self.class_extra, times(self.compile_graph_s),
+                         times(self.compile_kernel_s), times(self.compile_extern_s), self.compile_source)
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,8 @@ class StepTime:
     device_s: float
     step_s: float
     syncs: int
+    kernels: int = 0  # compile mode: the kernels the compiled step launches (fused runs and extern calls)
+    graph_calls: int = 0  # compile mode: calls of compiled graphs per step (forward, backward, one more per sync)
 
     @property
     def idle_s(self) -> float:
@@ -95,8 +106,11 @@ class StepTime:
         return "host" if self.host_s > self.device_s else "device"
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "step_s": self.step_s, "host_s": self.host_s, "device_s": self.device_s,
-                "idle_s": self.idle_s, "bound": self.bound, "syncs": self.syncs}
+        out = {"mode": self.mode, "step_s": self.step_s, "host_s": self.host_s, "device_s": self.device_s,
+               "idle_s": self.idle_s, "bound": self.bound, "syncs": self.syncs}
+        if self.mode == "compile":
+            out |= {"kernels": self.kernels, "graph_calls": self.graph_calls}
+        return out
 
 
 @functools.lru_cache(maxsize=1)
@@ -180,10 +194,13 @@ def _model(name: str, raw: dict[str, Any], status: str, source: str) -> TimingMo
     if "elementwise" not in classes:
         raise MappingError(_FILE, name, "classes", "needs an elementwise entry (the class of unlisted ops)")
     h = raw["host"]
+    opt = (lambda k: None if h.get(k) is None else float(h[k]))  # noqa: E731
     return TimingModel(name, status, source, classes,
                        HostCosts(float(h["forward_call_s"]), float(h["backward_call_s"]), float(h["view_call_s"]),
                                  float(h["graph_launch_s"]), h.get("reference_probe_s"),
-                                 tuple(sorted((k, float(v)) for k, v in (h.get("class_extra") or {}).items()))),
+                                 tuple(sorted((k, float(v)) for k, v in (h.get("class_extra") or {}).items())),
+                                 opt("compile_graph_s"), opt("compile_kernel_s"), opt("compile_extern_s"),
+                                 str(h.get("compile_source") or "")),
                        float(raw.get("kernel_gap_s", 0.0)))
 
 
@@ -274,6 +291,7 @@ class Issued:
     backward: bool
     sync: bool
     host_extra_s: float = 0.0  # the host's cost for this call's class beyond the per-call cost (HostCosts.extra_s)
+    launch: str = ""  # compile mode: "generated" (a fused kernel) or "extern" (a library kernel); eager: ""
 
 
 def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") -> StepTime:
@@ -283,6 +301,8 @@ def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") 
         kernels = [c.device_s for c in calls if c.device_s > 0]
         device = sum(kernels)
         return StepTime(mode, h.graph_launch_s, device, h.graph_launch_s + device + gap * len(kernels), 0)
+    if mode == "compile":
+        return _simulate_compiled(model, calls)
     host_t = dev_t = host_busy = dev_busy = 0.0
     syncs = 0
     for c in calls:
@@ -296,3 +316,42 @@ def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") 
             host_t = max(host_t, dev_t)
             syncs += 1
     return StepTime(mode, host_busy, dev_busy, max(host_t, dev_t), syncs)
+
+
+def has_compile_costs(model: TimingModel) -> bool:
+    h = model.host
+    return None not in (h.compile_graph_s, h.compile_kernel_s, h.compile_extern_s)
+
+
+def _simulate_compiled(model: TimingModel, calls: Iterable[Issued]) -> StepTime:
+    """A compiled step: its kernels (npuport.cost.fused) launched one by one by the graph's wrapper, a graph call's
+    own cost where a graph begins (the step's start, the backward's, after each sync: a graph break)."""
+    h = model.host
+    if not has_compile_costs(model):
+        raise MappingError(_FILE, model.chip, "host", "no torch.compile host costs (compile_graph_s, compile_kernel_s, "
+                           "compile_extern_s) for this chip")
+    graph_s, kernel_s, extern_s = float(h.compile_graph_s or 0), float(h.compile_kernel_s or 0), float(h.compile_extern_s or 0)
+    gap = model.kernel_gap_s
+    host_t = dev_t = host_busy = dev_busy = 0.0
+    syncs = kernels = graph_calls = 0
+    phase: bool | None = None
+    new_graph = True
+    for c in calls:
+        if new_graph or c.backward != phase:
+            host_t += graph_s
+            host_busy += graph_s
+            graph_calls += 1
+            new_graph = False
+        phase = c.backward
+        cost = kernel_s if c.launch == "generated" else extern_s
+        host_t += cost
+        host_busy += cost
+        if c.device_s > 0:
+            dev_t = max(dev_t + gap, host_t) + c.device_s
+            dev_busy += c.device_s
+            kernels += 1
+        if c.sync:
+            host_t = max(host_t, dev_t)
+            syncs += 1
+            new_graph = True
+    return StepTime("compile", host_busy, dev_busy, max(host_t, dev_t), syncs, kernels, graph_calls)

@@ -26,8 +26,10 @@ class Scenario:
     past: int = 0
     # decode only: the model keeps no cache, so each new token re-runs the whole context (past + seq tokens)
     recompute: bool = False
-    # how the step is launched, for its time: op by op from Python ("eager"), or as one captured graph ("graph":
-    # CUDA graphs / torch.compile reduce-overhead; torchair / aclgraph on the NPU)
+    # how the step is launched, for its time: op by op from Python ("eager"), as one captured graph ("graph":
+    # CUDA graphs / torch.compile reduce-overhead; torchair / aclgraph on the NPU), or compiled ("compile":
+    # torch.compile's default mode, Inductor: pointwise chains fused into one kernel each, every kernel still launched
+    # from Python)
     mode: str = "eager"
 
     @property
@@ -67,7 +69,8 @@ DEFAULTS: dict[Kind, Scenario] = {
 DEFAULT_SET = ("train", "prefill", "decode")
 
 
-GRAMMAR = "NAME[:batch=N,seq=N,past=N,mode=eager|graph]"  # the --scenario grammar of audit, bench and parity (docs/cli.md)
+MODES = ("eager", "graph", "compile")
+GRAMMAR = "NAME[:batch=N,seq=N,past=N,mode=eager|graph|compile]"  # the --scenario grammar of audit, bench and parity (docs/cli.md)
 
 
 def parse_scenario(text: str) -> Scenario:
@@ -84,8 +87,8 @@ def parse_scenario(text: str) -> Scenario:
         key, eq, val = part.partition("=")
         key = key.strip()
         if key == "mode" and eq:
-            if val.strip() not in ("eager", "graph"):
-                raise NpuportError(f"bad scenario option {part!r} in {text!r}", "mode=eager or mode=graph", part)
+            if val.strip() not in MODES:
+                raise NpuportError(f"bad scenario option {part!r} in {text!r}", "mode=eager, mode=graph or mode=compile", part)
             values["mode"] = val.strip()
             continue
         if not eq or key not in ("batch", "seq", "past") or not val.strip().isdigit() or int(val) < 1 and key != "past":

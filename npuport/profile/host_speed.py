@@ -44,12 +44,12 @@ def recorded_probe(profile: dict[str, Any]) -> float | None:
 def at_recorded_host(calls: Sequence[ReportedCall], chip: ChipProfile, profile: dict[str, Any],
                      mode: str = "eager") -> dict[str, Any] | None:
     """The step estimated for the profile's host speed, or None where the profile has no probe, the chip's host
-    costs have no reference probe to scale from, or the step has no host cost per op (graph mode)."""
+    costs have no reference probe to scale from, or the step has no host cost per op or kernel (graph mode)."""
     probe = recorded_probe(profile)
     tm = timing_for(chip)
     ref = tm.host.reference_probe_s
-    if probe is None or not ref or mode != "eager":
+    if probe is None or not ref or mode not in ("eager", "compile"):
         return None
-    st = step_time(calls, chip, "eager", model=replace(tm, host=tm.host.scaled(probe)))
+    st = step_time(calls, chip, mode, model=replace(tm, host=tm.host.scaled(probe)))  # type: ignore[arg-type]
     return {"probe_s": probe, "reference_probe_s": ref, "step_s": st.step_s, "host_s": st.host_s,
             "bound": st.bound}

@@ -102,16 +102,18 @@ def _restore_cache(inputs: Inputs, past: int) -> None:
                         setattr(layer, attr, t.contiguous())
 
 
-def _step(model: LoadedModel, sc: Scenario, inputs: Inputs) -> None:
+def _step(model: LoadedModel, sc: Scenario, inputs: Inputs, forward: Callable[..., Any] | None = None) -> None:
+    """One step: the model's forward (or `forward`, its compiled form), and in training the loss's backward."""
     args, kwargs = inputs
+    fn = forward if forward is not None else model.module
     if sc.kind == "train":
-        out = model.module(*args, **kwargs)
+        out = fn(*args, **kwargs)
         loss_of(model, out, inputs).backward()
         for p in model.module.parameters():
             p.grad = None
     else:
         with torch.no_grad():
-            model.module(*args, **kwargs)
+            fn(*args, **kwargs)
 
 
 def _activities(dev: str) -> list[ProfilerActivity]:
@@ -146,9 +148,12 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
     # TorchFunctionMode whose Python hook on every torch call would add host time a user's own run does not have.
     # Weights and inputs are already on the device.
     run: Callable[[], None] = lambda: _step(model, sc, inputs)  # noqa: E731 - one step, eager
+    compiled: dict[str, Any] | None = None
     if sc.mode == "graph":
         run = _captured(model, sc, inputs, dev)
         restore = False  # a replay re-runs the captured step on the same buffers: the cache does not grow
+    elif sc.mode == "compile":
+        run, compiled = _compiled(model, sc, inputs, dev, restore)
     mod = backend(dev)
     if mod is not None and hasattr(mod, "reset_peak_memory_stats"):
         mod.reset_peak_memory_stats()
@@ -158,8 +163,11 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
         try:
+            # a compiled step has no module boundaries left to mark (its kernels are fused across them), and hooks
+            # added for the profiled steps alone would make dynamo compile the model again for them
+            marks = module_annotations(model.module) if sc.mode != "compile" else contextlib.nullcontext()
             with _without_profiler_chatter(), real_path(), quiet_transformers(), quiet_torch_logs(), \
-                    _no_warnings(), module_annotations(model.module), \
+                    _no_warnings(), marks, \
                     profile(activities=_activities(dev), record_shapes=True, profile_memory=False,
                             schedule=schedule(wait=0, warmup=warmup, active=steps),
                             on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
@@ -181,11 +189,14 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
         with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)
     plain, issued, probes, after = _timed_steps(model, sc, run, dev, timed_steps, progress, restore, inputs)
+    if compiled is not None:  # what dynamo compiled by the end: more graphs than at the warm-up's end is a recompile
+        compiled = compiled | {"graphs_after_steps": _dynamo_counts()["graphs"]}
     probe = host_probe(dev)
     art = to_artifact(read_trace(final))
     art["scenario"] = sc.to_json() | {"spec": sc.spec()}
     art["recorded"] = {"device": dev, "device_name": device_name(dev), "warmup": warmup, "steps": steps,
                        **({"decode_cache": decode_cache} if sc.kind == "decode" else {}),
+                       **({"compile": compiled} if compiled is not None else {}),
                        "torch": torch.__version__, "dtype": model.dtype, "model": model.name}
     art["unprofiled"] = {"step_s": plain, "median_s": statistics.median(plain),
                          "host_s": issued, "host_median_s": statistics.median(issued), "probe_s": probes,
@@ -272,6 +283,43 @@ def _captured(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str) -> Cal
                            "a step with static shapes that never reads a value back to the host",
                            describe_exception(exc)) from None
     return graph.replay
+
+
+COMPILE_BACKEND = "inductor"  # torch.compile's default; the CPU tests swap in a backend that needs no C++ compiler
+
+
+def _dynamo_counts() -> dict[str, int]:
+    from torch._dynamo.utils import counters  # noqa: PLC0415 - dynamo loads only for a compiled step (it is slow to import)
+
+    return {"graphs": int(counters["stats"]["unique_graphs"]), "graph_breaks": int(sum(counters["graph_break"].values()))}
+
+
+def _compiled(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str,
+              restore: bool) -> tuple[Callable[[], None], dict[str, Any]]:
+    """The step under torch.compile's default mode (`mode=compile`): compiled with static shapes and warmed up with
+    two steps before anything is profiled or timed (the compile is not the step). Graph breaks are allowed, as a
+    user's torch.compile allows them, and counted: the artifact says how many graphs the step became."""
+    import torch._dynamo  # noqa: PLC0415 - as above
+
+    torch._dynamo.reset()  # a scenario compiles its own graphs: another scenario's shapes are not its
+    torch._dynamo.utils.counters.clear()
+    forward = torch.compile(model.module, backend=COMPILE_BACKEND, dynamic=False)
+    model.module.train(sc.kind == "train")
+    try:
+        with real_path(), quiet_transformers(), quiet_torch_logs(), _no_warnings():
+            for _ in range(2):
+                _step(model, sc, inputs, forward)
+                synchronize(dev)
+                if restore:
+                    _restore_cache(inputs, sc.past)
+    except Exception as exc:
+        raise NpuportError(f"{sc.spec()}: torch.compile failed on the step", "a model torch.compile can compile",
+                           describe_exception(exc)) from None
+    finally:
+        model.module.train(False)
+    counts = _dynamo_counts()
+    return (lambda: _step(model, sc, inputs, forward)), {"graphs": counts["graphs"], "graph_breaks": counts["graph_breaks"],
+                                                           "backend": COMPILE_BACKEND}
 
 
 @contextlib.contextmanager

@@ -335,8 +335,13 @@ def scenarios_section(data: dict[str, Any]) -> Section:
         if s["past"]:
             shape += (f", no cache: re-runs the {s['past'] + s['seq']}-token context" if s.get("recompute")
                       else f", cache of {s['past']} tokens")
+        device = s["estimated_time_s"]
+        step = s.get("step") or {}
+        if step.get("mode") == "compile":  # its ops as torch.compile launches them: fewer kernels, less traffic
+            shape += f", compiled: {fmt_count(step['kernels'])} kernels"
+            device = step["device_s"]
         rows.append([s["name"], shape, fmt_count(s["compute_calls"]), fmt_si(s["flops"], "FLOP"), fmt_si(s["bytes"], "B"),
-                     fmt_time(s["estimated_time_s"]), fmt_time(s["step"]["host_s"]) if "step" in s else "-",
+                     fmt_time(device), fmt_time(s["step"]["host_s"]) if "step" in s else "-",
                      s["step"]["bound"] if "step" in s else "-",
                      fmt_time(s["roofline_time_s"]) if "roofline_time_s" in s else "-"])
     for f in data.get("failed_scenarios", []):

@@ -426,3 +426,25 @@ def test_a_steps_host_speed_is_the_mean_of_the_probes_that_bracket_it() -> None:
     assert step_probes({"probe_s": [1e-5, 2e-5]}) == [1e-5, 2e-5]
     assert step_probes({"probe_s": [1e-5, 2e-5], "probe_after_s": [3e-5]}) == [1e-5, 2e-5]
     assert step_probes({"probe_s": [1e-5, 0.0]}) is None and step_probes({}) is None
+
+
+def test_compile_mode_records_the_compiled_step_with_its_graph_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import npuport.profile.record as rec
+
+    # aot_eager: dynamo and AOTAutograd as torch.compile runs them, without Inductor's C++ build on a CPU machine
+    monkeypatch.setattr(rec, "COMPILE_BACKEND", "aot_eager")
+    sc = parse_scenario("train:batch=1,seq=16,mode=compile")
+    assert sc.mode == "compile" and parse_scenario(sc.spec()) == sc
+    res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--scenario", sc.spec(), "--scenario",
+                                   "prefill:batch=1,seq=16,mode=compile", "--warmup", "1", "--steps", "1",
+                                   "--timed-steps", "3", "--out-dir", str(tmp_path / "p"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    for name in ("train", "prefill"):
+        art = load_artifact(tmp_path / "p" / f"{name}.profile.json")
+        got = art["recorded"]["compile"]
+        assert art["scenario"]["mode"] == "compile" and got["backend"] == "aot_eager"
+        # the GPT example compiles whole: one graph, no break, and no recompile while the steps were timed
+        assert got["graphs"] == 1 and got["graph_breaks"] == 0 and got["graphs_after_steps"] == 1
+        assert len(art["unprofiled"]["step_s"]) == 3
+        # the profiled steps ran the compiled region (its profiler range), not the eager module
+        assert any(r["op"].startswith("Torch-Compiled Region") for r in art["ops"])

@@ -1,0 +1,116 @@
+"""torch.compile's default mode as the step model sees it (npuport.cost.fused): which calls become one generated
+kernel, the bytes that kernel moves, and the compiled step's time against eager."""
+
+from __future__ import annotations
+
+import pytest
+
+from npuport.cost.fused import FusedRun, fused_runs
+from npuport.cost.inventory import ReportedCall
+from npuport.cost.op_costs import CallCost
+from npuport.trace.records import TensorMeta
+
+N = 1024 * 1024  # elements of one [1024, 1024] activation
+
+
+def t(id_: int, shape: tuple[int, ...] = (1024, 1024), dtype: str = "bfloat16", base: int | None = None) -> TensorMeta:
+    return TensorMeta(id_, shape, dtype, base=base)
+
+
+def call(op: str, ins: tuple[TensorMeta, ...], outs: tuple[TensorMeta, ...], kind: str = "compute",
+         phase: str = "forward") -> ReportedCall:
+    nbytes = sum(x.numel * (2 if x.dtype == "bfloat16" else 4) for x in ins + outs)
+    return ReportedCall(op, kind, phase, "", "", None, None, ins, outs, CallCost(0.0, nbytes, False, "bfloat16"), 0)
+
+
+def cls(calls: list[ReportedCall]) -> list[str]:
+    table = {"aten::mm": "matmul", "aten::embedding": "gather", "aten::mean.dim": "reduction", "aten::nonzero": "elementwise"}
+    return ["view" if c.kind == "view" else table.get(c.op, "elementwise") for c in calls]
+
+
+def runs(items: list[FusedRun | int]) -> list[FusedRun]:
+    return [x for x in items if isinstance(x, FusedRun)]
+
+
+def test_a_norm_chain_is_one_kernel_reading_its_input_once_and_writing_what_is_read_later() -> None:
+    # x (bf16) -> float32 -> mean -> rsqrt -> x * r -> bf16 -> mm: the float32 copies never reach memory
+    calls = [call("aten::_to_copy", (t(1),), (t(2, dtype="float32"),)),
+             call("aten::mean.dim", (t(2, dtype="float32"),), (t(3, (1024, 1), "float32"),)),
+             call("aten::rsqrt", (t(3, (1024, 1), "float32"),), (t(4, (1024, 1), "float32"),)),
+             call("aten::mul.Tensor", (t(2, dtype="float32"), t(4, (1024, 1), "float32")), (t(5, dtype="float32"),)),
+             call("aten::_to_copy", (t(5, dtype="float32"),), (t(6),)),
+             call("aten::mm", (t(6), t(7)), (t(8),))]
+    items = fused_runs(calls, cls(calls))
+    assert items[-1] == 5  # the GEMM keeps its own kernel
+    (run,) = runs(items)
+    assert run.members == (0, 1, 2, 3, 4)
+    assert run.bytes == 2 * N + 2 * N  # reads x once (bf16), writes the bf16 result the GEMM reads
+    eager = sum(c.cost.bytes for c in calls[:5])
+    assert run.bytes < eager / 4
+
+
+def test_a_run_joins_the_next_run_that_reads_it_across_a_gemm_that_does_not() -> None:
+    # SwiGLU: silu(gate) before the up projection's GEMM, the multiply after it
+    calls = [call("aten::mm", (t(1), t(2)), (t(3),)),
+             call("aten::silu", (t(3),), (t(4),)),
+             call("aten::mm", (t(1), t(5)), (t(6),)),
+             call("aten::mul.Tensor", (t(4), t(6)), (t(7),)),
+             call("aten::mm", (t(7), t(8)), (t(9),))]
+    items = fused_runs(calls, cls(calls))
+    assert [x if isinstance(x, int) else x.members for x in items] == [0, 2, (1, 3), 4]
+    (run,) = runs(items)
+    assert run.bytes == 3 * 2 * N  # gate and up read, the product written; silu's output stays in registers
+
+
+def test_a_run_does_not_join_when_a_gemm_between_reads_its_output() -> None:
+    calls = [call("aten::silu", (t(1),), (t(2),)),
+             call("aten::mm", (t(2), t(3)), (t(4),)),
+             call("aten::mul.Tensor", (t(2), t(4)), (t(5),))]
+    items = fused_runs(calls, cls(calls))
+    assert [x if isinstance(x, int) else x.members for x in items] == [(0,), 1, (2,)]
+
+
+def test_a_sync_and_a_phase_change_end_a_run_and_views_alone_launch_nothing() -> None:
+    calls = [call("aten::add.Tensor", (t(1), t(2)), (t(3),)),
+             call("aten::nonzero", (t(3),), (t(4, (10, 2), "int64"),)),
+             call("aten::mul.Tensor", (t(3), t(3)), (t(5),)),
+             call("aten::mul.Tensor", (t(5), t(5)), (t(6),), phase="backward"),
+             call("aten::t", (t(7),), (t(8, base=7),), kind="view")]
+    items = fused_runs(calls, cls(calls))
+    assert [x if isinstance(x, int) else x.members for x in items] == [(0,), 1, (2,), (3,)]
+    assert runs(items)[-1].backward
+
+
+def test_a_gather_reads_the_rows_it_takes_not_the_whole_table() -> None:
+    table = t(1, (32000, 4096))
+    calls = [call("aten::embedding", (table, t(2, (1, 8), "int64")), (t(3, (1, 8, 4096)),))]
+    (run,) = runs(fused_runs(calls, cls(calls)))
+    assert run.bytes == 2 * (8 * 4096 * 2) + 8 * 8  # rows read and written, the indices read
+
+
+@pytest.fixture(scope="module")
+def gpt_audit() -> dict:
+    from npuport import api
+
+    _, data = api.audit(api.ModelSpec(model="examples/gpt/model.py"),
+                        api.AuditOptions(chip="H200", scenarios=("train:batch=2,seq=64,mode=compile",
+                                                                 "prefill:batch=1,seq=64,mode=compile",
+                                                                 "decode:batch=1,past=64")))
+    return {s["name"]: s for s in data["scenarios"]}
+
+
+def test_the_compiled_step_launches_fewer_kernels_and_moves_less_than_eager(gpt_audit: dict) -> None:
+    from npuport import api
+
+    _, eager = api.audit(api.ModelSpec(model="examples/gpt/model.py"),
+                         api.AuditOptions(chip="H200", scenarios=("train:batch=2,seq=64", "prefill:batch=1,seq=64")))
+    plain = {s["name"]: s for s in eager["scenarios"]}
+    for name in ("train", "prefill"):
+        step = gpt_audit[name]["step"]
+        assert step["mode"] == "compile"
+        assert 0 < step["kernels"] < plain[name]["compute_calls"]
+        assert step["device_s"] < plain[name]["step"]["device_s"]
+        assert step["host_s"] < plain[name]["step"]["host_s"]
+    assert gpt_audit["train"]["step"]["graph_calls"] == 2  # the forward's graph and the backward's
+    assert gpt_audit["prefill"]["step"]["graph_calls"] == 1
+    assert "kernels" not in gpt_audit["decode"]["step"]  # an eager step's JSON is as before
