@@ -17,6 +17,7 @@ from npuport.audit.report import AuditReport
 from npuport.audit.trace_stage import trace_stage
 from npuport.cost.memory import default_optimizer
 from npuport.cost.roofline import ChipProfile, get_chip
+from npuport.cost.timing import as_mode
 from npuport.model.loading import LoadedModel
 from npuport.model.scenarios import Scenario
 
@@ -43,7 +44,7 @@ def run_audit(
     if progress:
         progress("costing ops and steps (mappings/timing.yaml)")
     t0 = time.perf_counter()
-    cost = cost_stage(traced.traces, target, torch_npu, {sc.name: sc.mode for sc in traced.scenarios})
+    cost = cost_stage(traced.traces, target, torch_npu, {sc.name: as_mode(sc.mode) for sc in traced.scenarios})
     timings["inventory_s"] = time.perf_counter() - t0
     report = AuditReport(model, traced.scenarios, cost.inventory, traced.traces, torch_npu, traced.notes + cost.notes,
                          cost.assumptions, timings, failed=traced.failed, baseline_chip=baseline_chip)

@@ -26,6 +26,14 @@ Mode = Literal["eager", "graph", "compile"]
 MODES: tuple[Mode, ...] = ("eager", "graph", "compile")
 
 
+def as_mode(text: str) -> Mode:
+    """A scenario's mode (npuport.model.scenarios checks the spelling) as the step model's."""
+    for m in MODES:
+        if m == text:
+            return m
+    raise ValueError(f"unknown step mode {text!r}: one of {', '.join(MODES)}")
+
+
 @dataclass(frozen=True)
 class ClassRates:
     compute: float
