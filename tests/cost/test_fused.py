@@ -3,6 +3,8 @@ kernel, the bytes that kernel moves, and the compiled step's time against eager.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from npuport.cost.fused import FusedRun, fused_runs
@@ -114,3 +116,23 @@ def test_the_compiled_step_launches_fewer_kernels_and_moves_less_than_eager(gpt_
     assert gpt_audit["train"]["step"]["graph_calls"] == 2  # the forward's graph and the backward's
     assert gpt_audit["prefill"]["step"]["graph_calls"] == 1
     assert "kernels" not in gpt_audit["decode"]["step"]  # an eager step's JSON is as before
+
+
+def test_the_report_shows_a_compiled_steps_kernels_and_its_host_cost_source(gpt_audit: dict) -> None:
+    from click.testing import CliRunner
+
+    from npuport.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["audit", "examples/gpt/model.py", "--chip", "H200", "--scenario",
+                                   "prefill:batch=1,seq=64,mode=compile", "--wide"])
+    assert res.exit_code == 0, res.output
+    kernels = gpt_audit["prefill"]["step"]["kernels"]
+    assert f"compiled: {kernels} kernels" in res.output
+    assert "step time (compile)" in res.output
+    res = CliRunner().invoke(cli, ["audit", "examples/gpt/model.py", "--chip", "H200", "--scenario",
+                                   "prefill:batch=1,seq=64,mode=compile", "--format", "json", "--quiet"])
+    from npuport.cost.roofline import get_chip
+    from npuport.cost.timing import timing_for
+
+    source = timing_for(get_chip("H200")).host.compile_source
+    assert source and any("compile mode:" in a and source in a for a in json.loads(res.output)["assumptions"])
