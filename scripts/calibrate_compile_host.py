@@ -7,7 +7,9 @@ through the extern cuBLAS call) and allocates each output; dynamo's guards and A
 call. Chains of K kernels on tiny tensors (the device finishes each kernel long before the host has launched the
 next) give both as the line host(K) = graph_s + K x kernel_s:
 - `mm`: K matmuls of [8, 8] (each an extern GEMM launch: Inductor cannot fuse them);
-- `norm`: K row normalisations x - mean(x) (each a Triton reduction kernel: each mean needs the one before);
+- `norm`: K centrings of a [64, 64] tensor along alternating dims, x - mean(x, 0) then x - mean(x, 1) (each a
+  Triton reduction kernel: a reduction along the other dim needs the whole result before it, which one kernel
+  cannot wait for; a chain along one dim fits one kernel and measured nothing on 2026-12-05);
 - `train`: the `mm` chain with a weight that needs its gradient, forward and backward (two graphs per step, the
   backward's GEMMs twice the forward's), against the forward alone.
 Each point: the host seconds from the call until it returned (the median of --calls calls), with the eager tiny-add
@@ -47,8 +49,8 @@ def _mm_chain(k: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
 
 def _norm_chain(k: int) -> Callable[[torch.Tensor], torch.Tensor]:
     def f(x: torch.Tensor) -> torch.Tensor:
-        for _ in range(k):
-            x = x - x.mean(-1, keepdim=True)
+        for i in range(k):
+            x = x - x.mean(i % 2, keepdim=True)
         return x
     return f
 
@@ -66,6 +68,16 @@ def _time(call: Callable[[], Any], calls: int) -> float:
         out.append(time.perf_counter() - t0)
     torch.cuda.synchronize()
     return statistics.median(out)
+
+
+def _kernels(call: Callable[[], Any]) -> int:
+    """Device kernels one call launches (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415 - only here
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
 
 
 def _fit(points: dict[int, float]) -> tuple[float, float]:
@@ -90,6 +102,7 @@ def main() -> int:
     x = torch.randn(8, 8, device=dev)
     w = torch.randn(8, 8, device=dev)
     wg = torch.randn(8, 8, device=dev, requires_grad=True)
+    sq = torch.randn(64, 64, device=dev)
     result: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "points": {}}
     probes = [host_probe(dev)]
     for name in ("mm", "norm", "train_forward", "train"):
@@ -101,7 +114,7 @@ def main() -> int:
                 pts[k] = _time(lambda: fm(x, w), args.calls)
             elif name == "norm":
                 fn = torch.compile(_norm_chain(k), dynamic=False)
-                pts[k] = _time(lambda: fn(x), args.calls)
+                pts[k] = _time(lambda: fn(sq), args.calls)
             elif name == "train_forward":
                 ft = torch.compile(_mm_chain(k), dynamic=False)
                 pts[k] = _time(lambda: ft(x, wg), args.calls)
@@ -114,6 +127,8 @@ def main() -> int:
                 pts[k] = _time(step, args.calls)
         graph_s, kernel_s = _fit(pts)
         result["points"][name] = {"k": list(pts), "host_s": list(pts.values()), "graph_s": graph_s, "kernel_s": kernel_s}
+        if name == "norm":  # how many kernels the longest chain became: the fit means something only if K of them
+            result["points"][name]["kernels_at_max_k"] = _kernels(lambda: fn(sq))
         print(f"{name:14s} per graph call {graph_s * 1e6:7.1f} us, per kernel {kernel_s * 1e6:6.2f} us "
               f"(K={list(pts)}: {', '.join(f'{v * 1e6:.0f}' for v in pts.values())} us)", flush=True)
     probes.append(host_probe(dev))
