@@ -144,6 +144,55 @@ def fit_host(folder: Path, model: str, chip: str) -> None:
         print(f"  {name}: simulated {st.step_s * 1e3:.1f} ms against {arts[name]['unprofiled']['median_s'] * 1e3:.1f} ms")
 
 
+def fit_compile(folder: Path, model: str, chip: str, calibration: Path) -> None:
+    """torch.compile's host costs (timing.yaml compile_*): the cost of a compiled graph's call from the calibration
+    (scripts/calibrate_compile_host.py: the per-graph intercept of its GEMM chain, in host probes), and one cost per
+    kernel launched (generated or extern alike: the wrapper allocates, checks and launches each) fit to `model`'s
+    compiled decode step, which is bound by the host: its host issue time at the reference probe's speed, less the
+    graph call and the extern kernels' class extras, over the kernels the model launches (npuport.cost.fused)."""
+    cal = json.loads(calibration.read_text())
+    cal_probe = statistics.mean(cal["probe_s"])
+    graph_probes = cal["points"]["mm"]["graph_s"] / cal_probe
+    arts = {k: v for k, v in _artifacts(folder / model).items() if k == "decode"}
+    report, _ = _audit(model, arts, chip)
+    inv = report.inventory
+    tm = timing_for(inv.chip)
+    ref = tm.host.reference_probe_s
+    plain = arts["decode"]["unprofiled"]
+    host_at_ref = statistics.median(h * ref / p for h, p in zip(plain["host_s"], step_probes(plain)))
+    calls = inv.calls["decode"]
+    zero = replace(tm, host=replace(tm.host, compile_graph_s=0.0, compile_kernel_s=0.0, compile_extern_s=0.0))
+    base = step_time(calls, inv.chip, "compile", model=zero)  # the class extras alone, and the kernel count
+    graph_s = graph_probes * ref
+    kernel_s = (host_at_ref - graph_s - base.host_s) / base.kernels
+    print(f"{model} decode on {chip}: compile_graph_s {graph_s:.3g} ({graph_probes:.2f} probes, {calibration.name}), "
+          f"compile_kernel_s = compile_extern_s {kernel_s:.3g} ({base.kernels} kernels, host issue "
+          f"{host_at_ref * 1e3:.2f} ms at reference_probe_s {ref:.3g}, extras {base.host_s * 1e3:.2f} ms)")
+
+
+def kernel_counts(folder: Path, chip: str) -> None:
+    """Compiled steps: the kernels the estimate launches per step (generated / extern) against the profile's (Triton
+    kernels / aten ops with device time), per profiled step."""
+    print("| model | scenario | estimated kernels (generated + extern) | measured (Triton + extern) |")
+    print("|---|---|---|---|")
+    for model_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        arts = {k: v for k, v in _artifacts(model_dir).items() if v["scenario"].get("mode") == "compile"}
+        if not arts:
+            continue
+        report, _ = _audit(model_dir.name, arts, chip)
+        inv = report.inventory
+        tm = timing_for(inv.chip)
+        for name, art in arts.items():
+            zero = replace(tm, host=replace(tm.host, compile_graph_s=0.0, compile_kernel_s=1.0, compile_extern_s=0.0,
+                                            class_extra=()))
+            st = step_time(inv.calls[name], inv.chip, "compile", model=zero)  # host: 1 s per generated kernel
+            gen = round(st.host_s)
+            steps = art["recorded"]["steps"]
+            tri = sum(o["calls"] for o in art["ops"] if o["op"].startswith("triton")) // steps
+            ext = sum(o["calls"] for o in art["ops"] if o["op"].startswith("aten::") and o["device_s"] > 0) // steps
+            print(f"| {model_dir.name} | {art['scenario']['spec']} | {gen} + {st.kernels - gen} | {tri} + {ext} |")
+
+
 def host_ratio(folders: list[Path]) -> None:
     """Per model and scenario, in each run: the median of the steps' probes and of host issue time / probe."""
     print("| model | scenario | per run: median probe (µs) -> host issue per probe (ms/µs), slowest probe last |")
@@ -171,11 +220,22 @@ def main() -> None:
     ap.add_argument("--calibration-model", default="tinyllama-1.1b", help="left out of --runs (its host costs are fit)")
     ap.add_argument("--chip", default="H200")
     ap.add_argument("--fit-host", metavar="MODEL")
+    ap.add_argument("--fit-compile", metavar="MODEL", help="torch.compile's host costs from MODEL's compiled decode")
+    ap.add_argument("--calibration", type=Path, help="scripts/calibrate_compile_host.py output, for --fit-compile")
+    ap.add_argument("--kernels", action="store_true", help="compiled steps: kernels per step, estimated and measured")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--host-ratio", action="store_true", help="each run's host probe against its steps' host time")
     args = ap.parse_args()
     if args.host_ratio:
         host_ratio(args.profiles)
+        return
+    if args.kernels:
+        kernel_counts(args.profiles[0], args.chip)
+        return
+    if args.fit_compile:
+        if args.calibration is None:
+            ap.error("--fit-compile needs --calibration")
+        fit_compile(args.profiles[0], args.fit_compile, args.chip, args.calibration)
         return
     if args.fit_host:
         fit_host(args.profiles[0], args.fit_host, args.chip)

@@ -39,6 +39,7 @@ class FusedRun:
     bytes: int
     flops: float
     backward: bool
+    kernels: int = 1  # the kernels Inductor makes of it (kernel_count)
 
 
 def _key(t: TensorMeta) -> int:
@@ -156,9 +157,35 @@ def _run(calls: Sequence[ReportedCall], members: list[int], classes: Sequence[st
     if not compute:
         return None
     first = members[0]
-    kept = sum(b for k, b in writes.items()
-               if not readers.get(k) or any(r not in inside and r > first for r in readers[k]))
-    return FusedRun(tuple(members), sum(reads.values()) + kept, flops, calls[first].phase == "backward")
+    out_keys = [k for k in writes if not readers.get(k) or any(r not in inside and r > first for r in readers[k])]
+    kept = sum(writes[k] for k in out_keys)
+    return FusedRun(tuple(members), sum(reads.values()) + kept, flops, calls[first].phase == "backward",
+                    kernel_count(calls, members, classes, set(out_keys)))
+
+
+def kernel_count(calls: Sequence[ReportedCall], members: list[int], classes: Sequence[str], out_keys: set[int]) -> int:
+    """How many kernels Inductor makes of one fused run, by what it writes out (measured on the H200: the triton
+    kernels of compiled TinyLlama, Llama-2-7B and OLMoE steps, docs/profile.md "Compile mode"): each concatenation
+    written out is a kernel of its own; outputs of a run with a reduction that share its size come out of one kernel
+    (a residual add and the norm after it); in a run without one every output is its own kernel (the rotary
+    embedding of q and of k)."""
+    reduces = any(classes[m].startswith("reduction") for m in members)
+    groups: set[tuple[str, int]] = set()
+    for m in members:
+        c = calls[m]
+        if c.kind == "view":
+            continue
+        for t in c.outputs:
+            k = _key(t)
+            if k not in out_keys:
+                continue
+            if classes[m].startswith("cat") or classes[m] == "strided_cat":
+                groups.add(("cat", k))
+            elif reduces:
+                groups.add(("size", t.distinct_numel))
+            else:
+                groups.add(("out", k))
+    return max(len(groups), 1)
 
 
 class DeviceTime:
@@ -168,14 +195,41 @@ class DeviceTime:
     def __init__(self, model: TimingModel, bandwidth: float, peak_flops: float) -> None:
         r = model.rates("elementwise")
         self.rates = r
+        self.attention_inputs = model.compile_attention
+        self._host = model.host
         self.bandwidth = bandwidth
         self.peak = peak_flops
+
+    def extern_extra(self, cls: str) -> float:
+        """Host seconds an extern kernel of class `cls` costs beyond a GEMM's launch: its eager class extra beyond a
+        GEMM's (attention's planning, a sort's several launches), never below 0."""
+        return max(self._host.extra_s(cls) - self._host.extra_s("matmul"), 0.0)
 
     def __call__(self, run: FusedRun) -> float:
         r = self.rates
         memory = run.bytes / (self.bandwidth * r.memory) if run.bytes else 0.0
         compute = run.flops / (self.peak * r.compute) if run.flops else 0.0
         return max(memory, compute) + r.fixed_s
+
+
+def attention_inputs(call: ReportedCall, cls: str, kinds: frozenset[str]) -> list[FusedRun]:
+    """The inputs a compiled attention forward makes for its library kernel, as the chip's timing model lists them
+    (`compile_attention` in mappings/timing.yaml): `mask`, the score bias [B, H, Q, K] written out (a causal step
+    included); `gqa_kv`, K and V repeated to the query's heads where they have fewer (each read and written)."""
+    if cls != "attention" or call.phase != "forward" or not kinds or len(call.inputs) < 3:
+        return []
+    q, k, v = call.inputs[:3]
+    if len(q.shape) != 4 or len(k.shape) != 4:
+        return []
+    b, hq, sq, d = q.shape
+    hk, sk = k.shape[1], k.shape[2]
+    out: list[FusedRun] = []
+    if "mask" in kinds:
+        out.append(FusedRun((call.index,), b * hq * sq * sk * itemsize(q.dtype), 0.0, False))
+    if "gqa_kv" in kinds and hk < hq:
+        for t in (k, v):
+            out.append(FusedRun((call.index,), _nbytes(t) + b * hq * sk * t.shape[-1] * itemsize(t.dtype), 0.0, False))
+    return out
 
 
 def compiled_issue(calls: Sequence[ReportedCall], classes: Sequence[str], own: Sequence[Issued],
@@ -188,7 +242,10 @@ def compiled_issue(calls: Sequence[ReportedCall], classes: Sequence[str], own: S
             o = own[item]
             if o.view:
                 continue
-            issued.append(Issued(o.device_s, False, o.backward, o.sync, 0.0, launch="extern"))
-        else:
-            issued.append(Issued(device_s(item), False, item.backward, False, 0.0, launch="generated"))
+            for extra in attention_inputs(calls[item], classes[item], device_s.attention_inputs):
+                issued.append(Issued(device_s(extra), False, o.backward, False, 0.0, launch="generated"))
+            issued.append(Issued(o.device_s, False, o.backward, o.sync, device_s.extern_extra(classes[item]), launch="extern"))
+        else:  # its traffic split over its kernels, each with its launch and fixed cost
+            each = device_s(item) / item.kernels + device_s.rates.fixed_s * (1 - 1 / item.kernels)
+            issued.extend(Issued(each, False, item.backward, False, 0.0, launch="generated") for _ in range(item.kernels))
     return issued

@@ -88,6 +88,8 @@ class TimingModel:
     classes: dict[str, ClassRates]
     host: HostCosts
     kernel_gap_s: float = 0.0  # between back-to-back kernels on the device (not in a profile's per-op kernel time)
+    # compile mode: what a compiled attention forward writes out for its library kernel (npuport.cost.fused)
+    compile_attention: frozenset[str] = frozenset()
 
     def rates(self, cls: str) -> ClassRates:
         return self.classes.get(cls) or self.classes["elementwise"]
@@ -209,7 +211,7 @@ def _model(name: str, raw: dict[str, Any], status: str, source: str) -> TimingMo
                                  tuple(sorted((k, float(v)) for k, v in (h.get("class_extra") or {}).items())),
                                  opt("compile_graph_s"), opt("compile_kernel_s"), opt("compile_extern_s"),
                                  str(h.get("compile_source") or "")),
-                       float(raw.get("kernel_gap_s", 0.0)))
+                       float(raw.get("kernel_gap_s", 0.0)), frozenset(raw.get("compile_attention") or ()))
 
 
 def timing_for(chip: ChipProfile) -> TimingModel:
@@ -231,7 +233,8 @@ def _timing(name: str, family: str) -> TimingModel:
             raise MappingError(_FILE, f"families.{family}", "like", f"{fam['like']!r} is not under chips")
         base = data["chips"][fam["like"]]
         return _model(name, {"classes": base["classes"], "host": fam.get("host", base["host"]),
-                             "kernel_gap_s": base.get("kernel_gap_s", 0.0)}, fam["status"], fam["source"])
+                             "kernel_gap_s": base.get("kernel_gap_s", 0.0),
+                             "compile_attention": base.get("compile_attention")}, fam["status"], fam["source"])
     return _model(name, fam, fam["status"], fam["source"])
 
 
@@ -351,7 +354,7 @@ def _simulate_compiled(model: TimingModel, calls: Iterable[Issued]) -> StepTime:
             graph_calls += 1
             new_graph = False
         phase = c.backward
-        cost = kernel_s if c.launch == "generated" else extern_s
+        cost = (kernel_s if c.launch == "generated" else extern_s) + c.host_extra_s
         host_t += cost
         host_busy += cost
         if c.device_s > 0:
