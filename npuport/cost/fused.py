@@ -16,14 +16,25 @@ instead of saving them; both move a fused step's time by the pointwise share of 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
-from npuport.cost.op_costs import base_name, itemsize
+from npuport.cost.op_costs import CallCost, base_name, itemsize
 from npuport.cost.timing import Issued, TimingModel, sync_ops
 from npuport.trace.records import TensorMeta
 
-if TYPE_CHECKING:  # the inventory imports this module
-    from npuport.cost.inventory import ReportedCall
+
+class Call(Protocol):
+    """What a fused run reads of a step's call (npuport.cost.inventory.Call has it)."""
+
+    op: str
+    kind: str
+    phase: str
+    index: int
+    inputs: tuple[TensorMeta, ...]
+    outputs: tuple[TensorMeta, ...]
+
+    @property
+    def cost(self) -> CallCost: ...
 
 # the timing classes (npuport.cost.timing op_class and its variants) whose calls Inductor generates kernels for and
 # fuses; every other class keeps a kernel of its own
@@ -50,11 +61,11 @@ def _nbytes(t: TensorMeta) -> int:
     return t.distinct_numel * itemsize(t.dtype)
 
 
-def fusible(call: ReportedCall, cls: str) -> bool:
+def fusible(call: Call, cls: str) -> bool:
     return call.kind == "view" or cls in FUSIBLE
 
 
-def fused_runs(calls: Sequence[ReportedCall], classes: Sequence[str]) -> list[FusedRun | int]:
+def fused_runs(calls: Sequence[Call], classes: Sequence[str]) -> list[FusedRun | int]:
     """The step in launch order: a FusedRun for each group of fusible calls, the index of every other call. A group
     starts as a run of consecutive fusible calls (one phase, no sync inside); a run whose outputs the next run of its
     phase reads, and no extern call between them does, joins that run (Inductor fuses by dataflow, not by program
@@ -91,11 +102,11 @@ def fused_runs(calls: Sequence[ReportedCall], classes: Sequence[str]) -> list[Fu
     return out
 
 
-def _outputs(calls: Sequence[ReportedCall], members: list[int]) -> set[int]:
+def _outputs(calls: Sequence[Call], members: list[int]) -> set[int]:
     return {_key(t) for m in members if calls[m].kind != "view" for t in calls[m].outputs}
 
 
-def _merge_by_dataflow(calls: Sequence[ReportedCall], order: list[list[int] | int], readers: dict[int, list[int]],
+def _merge_by_dataflow(calls: Sequence[Call], order: list[list[int] | int], readers: dict[int, list[int]],
                        syncing: frozenset[str]) -> list[list[int] | int]:
     """Each run joins the next run of its phase when that run reads its outputs and no call between them does."""
     out: list[list[int] | int] = []
@@ -130,7 +141,7 @@ def _merge_by_dataflow(calls: Sequence[ReportedCall], order: list[list[int] | in
     return out
 
 
-def _run(calls: Sequence[ReportedCall], members: list[int], classes: Sequence[str],
+def _run(calls: Sequence[Call], members: list[int], classes: Sequence[str],
          readers: dict[int, list[int]]) -> FusedRun | None:
     inside = set(members)
     made: set[int] = set()
@@ -163,7 +174,7 @@ def _run(calls: Sequence[ReportedCall], members: list[int], classes: Sequence[st
                     kernel_count(calls, members, classes, set(out_keys)))
 
 
-def kernel_count(calls: Sequence[ReportedCall], members: list[int], classes: Sequence[str], out_keys: set[int]) -> int:
+def kernel_count(calls: Sequence[Call], members: list[int], classes: Sequence[str], out_keys: set[int]) -> int:
     """How many kernels Inductor makes of one fused run, by what it writes out (measured on the H200: the triton
     kernels of compiled TinyLlama, Llama-2-7B and OLMoE steps, docs/profile.md "Compile mode"): each concatenation
     written out is a kernel of its own; outputs of a run with a reduction that share its size come out of one kernel
@@ -212,7 +223,7 @@ class DeviceTime:
         return max(memory, compute) + r.fixed_s
 
 
-def attention_inputs(call: ReportedCall, cls: str, kinds: frozenset[str]) -> list[FusedRun]:
+def attention_inputs(call: Call, cls: str, kinds: frozenset[str]) -> list[FusedRun]:
     """The inputs a compiled attention forward makes for its library kernel, as the chip's timing model lists them
     (`compile_attention` in mappings/timing.yaml): `mask`, the score bias [B, H, Q, K] written out (a causal step
     included); `gqa_kv`, K and V repeated to the query's heads where they have fewer (each read and written)."""
@@ -232,7 +243,7 @@ def attention_inputs(call: ReportedCall, cls: str, kinds: frozenset[str]) -> lis
     return out
 
 
-def compiled_issue(calls: Sequence[ReportedCall], classes: Sequence[str], own: Sequence[Issued],
+def compiled_issue(calls: Sequence[Call], classes: Sequence[str], own: Sequence[Issued],
                    device_s: DeviceTime) -> list[Issued]:
     """What the simulation issues in compile mode: a fused run as one kernel of its traffic's time, every other call
     as in eager (its own kernel and device time, `own[i]`), marked as a generated or an extern launch."""
