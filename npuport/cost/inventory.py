@@ -23,6 +23,7 @@ from npuport.cost.timing import (
     StepTime,
     TimingModel,
     call_device_s,
+    has_compile_costs,
     is_broadcast,
     is_implicit_broadcast,
     is_strided,
@@ -467,6 +468,8 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
         simulated = step_time(calls, chip, mode)
         by_chip = {}
         for other in (all_chips or {chip.name: chip}).values():  # the target's step is simulated once, above
+            if other is not chip and mode == "compile" and not has_compile_costs(timing_for(other)):
+                continue  # a chip whose timing model has no torch.compile host costs gives no compiled time
             by_chip[other.name] = simulated.step_s if other is chip else step_time(calls, other, mode).step_s
         as_graph = step_time(calls, chip, "graph") if mode == "eager" and simulated.bound == "host" else None
         totals[name] = ScenarioTotals(

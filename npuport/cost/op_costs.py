@@ -165,6 +165,12 @@ def _is_causal_position(name: str) -> int | None:
     return None
 
 
+def is_causal_call(op: str, args: tuple, kwargs: dict) -> bool:
+    """A causal attention call (its FLOPs are counted at half: fused kernels skip the masked blocks)."""
+    name = base_name(op)
+    return name in op_classes().causal and _is_causal(args, kwargs, name)
+
+
 def _is_causal(args: tuple, kwargs: dict, name: str) -> bool:
     if kwargs.get("is_causal"):
         return True

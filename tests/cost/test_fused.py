@@ -113,8 +113,12 @@ def test_the_compiled_step_moves_less_and_issues_faster_than_eager(gpt_audit: di
         # GPT's layers are few ops already (layer_norm, addmm, gelu); the compiled step still moves less and its
         # host issues less, though the bias each attention writes out is one more kernel per layer
         assert 0 < step["kernels"] < plain[name]["compute_calls"] + plain[name]["compute_calls"] // 4
-        assert step["device_s"] < plain[name]["step"]["device_s"]
         assert step["host_s"] < plain[name]["step"]["host_s"]
+        assert step["step_s"] < plain[name]["step"]["step_s"]
+    # on the device the training step's fused pointwise work outweighs what a compiled step adds (the bias each
+    # attention writes out, a causal attention that no longer skips its masked half); at 64 tokens of GPT prefill
+    # the additions are the larger part, and the compiled device time is not below eager there
+    assert gpt_audit["train"]["step"]["device_s"] < plain["train"]["step"]["device_s"]
     assert gpt_audit["train"]["step"]["graph_calls"] == 2  # the forward's graph and the backward's
     assert gpt_audit["prefill"]["step"]["graph_calls"] == 1
     assert "kernels" not in gpt_audit["decode"]["step"]  # an eager step's JSON is as before
@@ -147,7 +151,8 @@ def test_a_compiled_attention_writes_its_bias_and_repeats_grouped_kv_where_the_c
     sdpa = call("aten::scaled_dot_product_attention", (q, k, v), (t(4, (1, 32, 2048, 64)),))
     assert attention_inputs(sdpa, "attention", frozenset()) == []  # a chip model that lists none
     mask, kk, vv = attention_inputs(sdpa, "attention", frozenset({"mask", "gqa_kv"}))
-    assert mask.bytes == 32 * 2048 * 2048 * 2  # [B, H, Q, K] in the query's dtype
+    assert mask.bytes == 2048 * 2048 * 2  # [B, 1, Q, K] in the query's dtype
+    assert len(attention_inputs(sdpa, "attention", frozenset({"mask", "gqa_kv"}), mask=False)) == 2
     assert kk.bytes == vv.bytes == (4 + 32) * 2048 * 64 * 2  # read at 4 heads, written at 32
     same_heads = call("aten::scaled_dot_product_attention", (q, q, q), (t(4, (1, 32, 2048, 64)),))
     assert len(attention_inputs(same_heads, "attention", frozenset({"mask", "gqa_kv"}))) == 1
