@@ -144,7 +144,7 @@ def fit_host(folder: Path, model: str, chip: str) -> None:
         print(f"  {name}: simulated {st.step_s * 1e3:.1f} ms against {arts[name]['unprofiled']['median_s'] * 1e3:.1f} ms")
 
 
-def fit_compile(folder: Path, model: str, chip: str, calibration: Path) -> None:
+def fit_compile(folder: Path, model: str, chip: str, calibration: Path) -> tuple[float, float]:
     """torch.compile's host costs (timing.yaml compile_*): the cost of a compiled graph's call from the calibration
     (scripts/calibrate_compile_host.py: the per-graph intercept of its GEMM chain, in host probes), and one cost per
     kernel launched (generated or extern alike: the wrapper allocates, checks and launches each) fit to `model`'s
@@ -168,6 +168,7 @@ def fit_compile(folder: Path, model: str, chip: str, calibration: Path) -> None:
     print(f"{model} decode on {chip}: compile_graph_s {graph_s:.3g} ({graph_probes:.2f} probes, {calibration.name}), "
           f"compile_kernel_s = compile_extern_s {kernel_s:.3g} ({base.kernels} kernels, host issue "
           f"{host_at_ref * 1e3:.2f} ms at reference_probe_s {ref:.3g}, extras {base.host_s * 1e3:.2f} ms)")
+    return graph_s, kernel_s
 
 
 def kernel_counts(folder: Path, chip: str) -> None:

@@ -32,3 +32,18 @@ def test_h200_classes_are_the_fit_of_the_committed_calibration() -> None:
     assert set(extra) == set(fitted["_host"])
     for cls, v in extra.items():
         assert v == pytest.approx(fitted["_host"][cls], rel=0.06, abs=0.006), cls
+
+
+@pytest.mark.slow
+def test_h200_compile_host_costs_are_the_fit_of_the_committed_compiled_profiles() -> None:
+    """timing.yaml's compile_graph_s / compile_kernel_s are what `profile_check.py --fit-compile` gets from the
+    committed calibration and TinyLlama's compiled decode (docs/measured/profiles-compile)."""
+    spec = importlib.util.spec_from_file_location("profile_check", ROOT / "scripts" / "profile_check.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    measured = ROOT / "docs" / "measured" / "profiles-compile"
+    graph_s, kernel_s = mod.fit_compile(measured, "tinyllama-1.1b", "H200", measured / "compile-host-run1.json")
+    host = load_checked("timing.yaml")["chips"]["H200"]["host"]
+    assert host["compile_graph_s"] == pytest.approx(graph_s, rel=0.01)
+    assert host["compile_kernel_s"] == host["compile_extern_s"] == pytest.approx(kernel_s, rel=0.01)
