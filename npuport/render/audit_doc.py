@@ -683,12 +683,23 @@ def profile_section(data: dict[str, Any]) -> Section | None:
                 sec.lines.append(f"{sc}: for the recorded host (probe {at['probe_s'] * 1e6:.1f} µs per tiny op against "
                                  f"{at['reference_probe_s'] * 1e6:.1f} µs where the host costs were fit): "
                                  f"{fmt_time(at['step_s'])} estimated ({step['error_at_host']:+.0%})")
-        sec.lines.append(f"{sc}: ops measured {fmt_time(j['measured_s'])} per step on {j['device']} ({j['device_time']}, "
-                         f"{j['source']}) against {fmt_time(j['estimated_s'])} estimated on {data['chip']} "
-                         f"({_ratio(j['ratio'])}); time-share distance {j['distance']:.3f} (half L1)")
+        comp = j.get("compiled")
+        if comp:  # fused across ops: its kernels, not op by op
+            est_k = comp.get("estimated_kernels")
+            sec.lines.append(f"{sc}: compiled step, per step: {comp['generated']} generated kernels "
+                             f"({fmt_time(comp['generated_s'])}) and {comp['library']} library kernels "
+                             f"({fmt_time(comp['library_s'])}) measured"
+                             + (f" against {est_k} kernels estimated" if est_k else "")
+                             + "; its pointwise ops ran fused across op boundaries, so no per-op comparison")
+        else:
+            sec.lines.append(f"{sc}: ops measured {fmt_time(j['measured_s'])} per step on {j['device']} ({j['device_time']}, "
+                             f"{j['source']}) against {fmt_time(j['estimated_s'])} estimated on {data['chip']} "
+                             f"({_ratio(j['ratio'])}); time-share distance {j['distance']:.3f} (half L1)")
         for st in j.get("steps", [])[:5]:
             sec.lines.append(f"{st['name']}: wall {fmt_time(st['wall_s'])}, busy {fmt_time(st['kernel_s'])}, "
                              f"idle {fmt_time(st['idle_s'])}" + (f", host {fmt_time(st['host_s'])}" if st.get("host_s") else ""))
+        if comp:
+            continue
         rows = [[r["op"], fmt_time(r["estimated_s"]), fmt_time(r["measured_s"]), _ratio(r["ratio"]),
                  fmt_share(r["estimated_share"]), fmt_share(r["measured_share"]),
                  ", ".join(short_source(x) for x in (r.get("sources") or [])[:2]) or "-"] for r in j["ops"]]

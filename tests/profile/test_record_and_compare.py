@@ -448,3 +448,25 @@ def test_compile_mode_records_the_compiled_step_with_its_graph_count(tmp_path: P
         assert len(art["unprofiled"]["step_s"]) == 3
         # the profiled steps ran the compiled region (its profiler range), not the eager module
         assert any(r["op"].startswith("Torch-Compiled Region") for r in art["ops"])
+
+
+def test_a_compiled_profile_joins_by_its_kernels_not_op_by_op() -> None:
+    prof = ROOT / "docs" / "measured" / "profiles-compile" / "llama-2-7b" / "decode.profile.json"
+    res = CliRunner().invoke(cli, ["audit", "--hf", str(ROOT / "examples" / "configs" / "llama-2-7b.json"), "--chip",
+                                   "H200", "--dtype", "bfloat16", "--scenario", "decode:batch=1,past=2048,mode=compile",
+                                   "--profile", str(prof), "--format", "json", "--quiet"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    (j,) = data["profile"]
+    comp = j["compiled"]
+    # the recorded step: 225 Triton kernels and 257 library ones (224 GEMMs + lm_head, 32 attention) per step
+    assert (comp["generated"], comp["library"]) == (225, 257)
+    assert comp["estimated_kernels"] == data["scenarios"][0]["step"]["kernels"]
+    assert j["distance"] is None
+    text = CliRunner().invoke(cli, ["audit", "--hf", str(ROOT / "examples" / "configs" / "llama-2-7b.json"), "--chip",
+                                    "H200", "--dtype", "bfloat16", "--scenario", "decode:batch=1,past=2048,mode=compile",
+                                    "--profile", str(prof)]).output
+    assert "compiled step, per step: 225 generated kernels" in text and "Per op (decode)" not in text
+    # an eager profile joins op by op as before, whatever the audit's mode
+    eager = join(data, load_artifact(MEASURED / "llama-2-7b" / "decode.profile.json"), "decode")
+    assert eager["compiled"] is None and 0 <= eager["distance"] <= 1
