@@ -1,8 +1,8 @@
 """Join a measured profile (artifact dict, npuport.profile/1) to an audit's estimate (npuport.audit/1 dict) for one
 scenario: per op estimated time and share against measured device time and share, their ratio, the ops only one
 side has, per op class the summed estimate against the measurement, and the half-L1 distance between the two share
-distributions (for a step recorded under torch.compile, whose pointwise ops ran fused, its kernels per step instead
-of the distance). Names are matched without their overload (`aten::add.Tensor` ~ `aten::add`); a measured op the audit
+distributions (for a step recorded under torch.compile, whose pointwise ops ran fused, or replayed as a CUDA graph,
+whose kernels carry no aten op, its kernels per step instead of the distance). Names are matched without their overload (`aten::add.Tensor` ~ `aten::add`); a measured op the audit
 does not list has its time rolled up, through the profile's `parents`, into the nearest enclosing op it does list
 (`_scaled_dot_product_flash_attention_for_cpu` into `scaled_dot_product_attention`); what reaches the top level
 unmatched stays "only in the profile".
@@ -152,6 +152,13 @@ def _compiled_kernels(profile: dict[str, Any], audit_sc: dict[str, Any]) -> dict
             "estimated_kernels": (audit_sc.get("step") or {}).get("kernels")}
 
 
+def _captured_kernels(profile: dict[str, Any]) -> dict[str, Any]:
+    """A replayed graph's kernels per step (the replay launches them with no aten op around them)."""
+    per = 1.0 / steps_in(profile)
+    totals = profile.get("totals") or {}
+    return {"kernels": round(int(totals.get("kernels", 0)) * per), "kernels_s": float(totals.get("kernel_s", 0.0)) * per}
+
+
 def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> dict[str, Any]:
     names = [s["name"] for s in audit_json.get("scenarios", [])]
     if scenario not in names:
@@ -199,11 +206,14 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
                       f"batch={audit_sc.get('batch')},seq={audit_sc.get('seq')},past={audit_sc.get('past')}: "
                       "times do not compare, shares only roughly")
     compiled = recorded.get("mode") == "compile"
+    captured = recorded.get("mode") == "graph"
     return {
         "scenario": scenario,
         "shape_note": shape_note,
         # a compiled step's pointwise ops ran fused across op boundaries: no per-op shares to compare, its kernels
         "compiled": _compiled_kernels(profile, audit_sc) if compiled else None,
+        # a graph replay's kernels carry no aten op at all: its kernels per step
+        "captured": _captured_kernels(profile) if captured else None,
         "step": _step(audit_sc, profile),
         "modules": _module_rows(audit_json, profile, scenario),
         "source": profile.get("source"),
@@ -212,7 +222,7 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
         "estimated_s": est_total,
         "measured_s": meas_total,
         "ratio": meas_total / est_total if est_total else None,
-        "distance": None if compiled else distance,
+        "distance": None if compiled or captured else distance,
         "ops": rows,
         "only_in_profile": only_rows,
         "only_in_audit": [r["op"] for r in rows if r["measured_s"] == 0.0 and r["measured_calls"] == 0 and r["estimated_s"] > 0],

@@ -684,7 +684,11 @@ def profile_section(data: dict[str, Any]) -> Section | None:
                                  f"{at['reference_probe_s'] * 1e6:.1f} µs where the host costs were fit): "
                                  f"{fmt_time(at['step_s'])} estimated ({step['error_at_host']:+.0%})")
         comp = j.get("compiled")
-        if comp:  # fused across ops: its kernels, not op by op
+        cap = j.get("captured")
+        if cap:  # a replay's kernels carry no aten op
+            sec.lines.append(f"{sc}: replayed graph, per step: {cap['kernels']} kernels ({fmt_time(cap['kernels_s'])}) "
+                             "measured; a replay's kernels carry no aten op, so no per-op comparison")
+        elif comp:  # fused across ops: its kernels, not op by op
             est_k = comp.get("estimated_kernels")
             sec.lines.append(f"{sc}: compiled step, per step: {comp['generated']} generated kernels "
                              f"({fmt_time(comp['generated_s'])}) and {comp['library']} library kernels "
@@ -698,7 +702,7 @@ def profile_section(data: dict[str, Any]) -> Section | None:
         for st in j.get("steps", [])[:5]:
             sec.lines.append(f"{st['name']}: wall {fmt_time(st['wall_s'])}, busy {fmt_time(st['kernel_s'])}, "
                              f"idle {fmt_time(st['idle_s'])}" + (f", host {fmt_time(st['host_s'])}" if st.get("host_s") else ""))
-        if comp:
+        if comp or cap:
             continue
         rows = [[r["op"], fmt_time(r["estimated_s"]), fmt_time(r["measured_s"]), _ratio(r["ratio"]),
                  fmt_share(r["estimated_share"]), fmt_share(r["measured_share"]),

@@ -450,7 +450,7 @@ def test_compile_mode_records_the_compiled_step_with_its_graph_count(tmp_path: P
         assert any(r["op"].startswith("Torch-Compiled Region") for r in art["ops"])
 
 
-def test_a_compiled_profile_joins_by_its_kernels_not_op_by_op() -> None:
+def test_a_compiled_or_replayed_profile_joins_by_its_kernels_not_op_by_op() -> None:
     prof = ROOT / "docs" / "measured" / "profiles-compile" / "llama-2-7b" / "decode.profile.json"
     res = CliRunner().invoke(cli, ["audit", "--hf", str(ROOT / "examples" / "configs" / "llama-2-7b.json"), "--chip",
                                    "H200", "--dtype", "bfloat16", "--scenario", "decode:batch=1,past=2048,mode=compile",
@@ -469,4 +469,9 @@ def test_a_compiled_profile_joins_by_its_kernels_not_op_by_op() -> None:
     assert "compiled step, per step: 225 generated kernels" in text and "Per op (decode)" not in text
     # an eager profile joins op by op as before, whatever the audit's mode
     eager = join(data, load_artifact(MEASURED / "llama-2-7b" / "decode.profile.json"), "decode")
-    assert eager["compiled"] is None and 0 <= eager["distance"] <= 1
+    assert eager["compiled"] is None and eager["captured"] is None and 0 <= eager["distance"] <= 1
+    # a CUDA graph replay: its kernels per step (no aten op around them), no distance
+    replay = load_artifact(ROOT / "docs" / "measured" / "profiles-graph" / "llama-2-7b" / "decode.profile.json")
+    graph = join(data, replay, "decode")
+    assert graph["distance"] is None and graph["compiled"] is None
+    assert graph["captured"]["kernels"] == round(replay["totals"]["kernels"] / replay["recorded"]["steps"]) > 1000
