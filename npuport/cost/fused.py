@@ -16,7 +16,7 @@ instead of saving them; both move a fused step's time by the pointwise share of 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from npuport.cost.op_costs import CallCost, base_name, is_causal_call, itemsize
 from npuport.cost.timing import Issued, TimingModel, sync_ops
@@ -255,30 +255,48 @@ def attention_inputs(call: Call, cls: str, kinds: frozenset[str], mask: bool = T
     return out
 
 
-def compiled_issue(calls: Sequence[Call], classes: Sequence[str], own: Sequence[Issued],
-                   device_s: DeviceTime) -> list[Issued]:
-    """What the simulation issues in compile mode: a fused run as one kernel of its traffic's time, every other call
-    as in eager (its own kernel and device time, `own[i]`), marked as a generated or an extern launch."""
+@dataclass(frozen=True)
+class CompiledPlan:
+    """What a step's calls become under torch.compile, whatever the chip: the fused runs and extern calls in launch
+    order (fused_runs), whether the step trains, whether its attention is causal. Made once per scenario; each chip's
+    simulation costs it (compiled_issue)."""
+
+    items: list[FusedRun | int]
+    classes: list[str]
+    training: bool
+    causal: bool
+
+
+def plan(calls: Sequence[Call], classes: list[str]) -> CompiledPlan:
+    """`classes`: each call's timing class as op_variant names it, on no chip in particular ("view" for a view)."""
+    causal = any(classes[i] == "attention" and c.phase == "forward" and is_causal_call(c.op, c.args, c.kwargs)
+                 for i, c in enumerate(calls))
+    return CompiledPlan(fused_runs(calls, classes), classes, any(c.phase == "backward" for c in calls), causal)
+
+
+def compiled_issue(plan: CompiledPlan, calls: Sequence[Call], own: Sequence[Issued], device_s: DeviceTime,
+                   host_class: Callable[[int], str]) -> list[Issued]:
+    """What the simulation issues in compile mode on one chip: a fused run as its kernels, sharing its traffic's time,
+    every other call as in eager (its own kernel and device time, `own[i]`), marked as a generated or an extern
+    launch; `host_class(i)` is call i's timing class on this chip, for an extern launch's host extra."""
     issued: list[Issued] = []
+    classes = plan.classes
     # an inference graph writes the bias out for every attention; a training graph once, kept for the backward
-    training = any(c.phase == "backward" for c in calls)
     masked = False
     # with its bias written out, a causal attention is a masked one: the kernel no longer skips the masked half
     # (Llama-2-7B's compiled prefill: cuDNN attention 7.8 ms a step against 2.65 ms estimated causal)
-    unskipped = "mask" in device_s.attention_inputs and any(
-        classes[i] == "attention" and c.phase == "forward" and is_causal_call(c.op, c.args, c.kwargs)
-        for i, c in enumerate(calls))
-    for item in fused_runs(calls, classes):
+    unskipped = plan.causal and "mask" in device_s.attention_inputs
+    for item in plan.items:
         if isinstance(item, int):
             o = own[item]
             if o.view:
                 continue
-            extras = attention_inputs(calls[item], classes[item], device_s.attention_inputs, not (training and masked))
+            extras = attention_inputs(calls[item], classes[item], device_s.attention_inputs, not (plan.training and masked))
             masked = masked or bool(extras)
             for extra in extras:
                 issued.append(Issued(device_s(extra), False, o.backward, False, 0.0, launch="generated"))
             dev = 2 * o.device_s if unskipped and classes[item].startswith("attention") else o.device_s
-            issued.append(Issued(dev, False, o.backward, o.sync, device_s.extern_extra(classes[item]), launch="extern"))
+            issued.append(Issued(dev, False, o.backward, o.sync, device_s.extern_extra(host_class(item)), launch="extern"))
         else:  # its traffic split over its kernels, each with its launch and fixed cost
             each = device_s(item) / item.kernels + device_s.rates.fixed_s * (1 - 1 / item.kernels)
             issued.extend(Issued(each, False, item.backward, False, 0.0, launch="generated") for _ in range(item.kernels))

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from npuport.cost.fused import DeviceTime, compiled_issue
+from npuport.cost.fused import CompiledPlan, DeviceTime, compiled_issue, plan
 from npuport.cost.op_costs import CallCost, backward_frame_cost, base_name, call_cost, frame_cost, itemsize, op_classes
 from npuport.cost.roofline import Bound, ChipProfile
 from npuport.cost.timing import (
@@ -237,10 +237,20 @@ def _reduces_inner(base: str, c: ReportedCall) -> bool:
     return inner in reduced
 
 
+def compiled_plan(calls: Sequence[ReportedCall]) -> CompiledPlan:
+    """The calls as torch.compile launches them (npuport.cost.fused), by each call's class on no chip in particular."""
+    classes = []
+    for c in calls:
+        cls, want = (c.layout or _layout_of(c))[:2]
+        classes.append("view" if c.kind == "view" else want or cls)
+    return plan(calls, classes)
+
+
 def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "eager",
-              model: TimingModel | None = None) -> StepTime:
+              model: TimingModel | None = None, compiled: CompiledPlan | None = None) -> StepTime:
     """The step on `chip`: its host thread issuing the calls in order to one device queue (npuport.cost.timing);
-    `model` replaces the chip's timing model (mappings/timing.yaml) when given."""
+    `model` replaces the chip's timing model (mappings/timing.yaml) when given; `compiled`, the calls' compiled_plan
+    when the caller has it (it is the same on every chip)."""
     model = model or timing_for(chip)
     own = model is timing_for(chip)
     syncing = sync_ops()
@@ -257,8 +267,9 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
             item = made[key] = Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing, extra)
         issued.append(item)
     if mode == "compile":  # the same calls as Inductor would launch them: fused runs and extern kernels
-        classes = [timing_class(c, model) if c.kind != "view" else "view" for c in calls]
-        issued = compiled_issue(calls, classes, issued, DeviceTime(model, chip.memory_bandwidth, chip.peak_flops("float32", False)))
+        issued = compiled_issue(compiled or compiled_plan(calls), calls, issued,
+                                DeviceTime(model, chip.memory_bandwidth, chip.peak_flops("float32", False)),
+                                lambda i: timing_class(calls[i], model))
     return simulate(model, issued, mode)
 
 
@@ -465,12 +476,14 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
                 stats.share = stats.time_s / step if step else 0.0
         _classify([(e.op, e.by_scenario[name], e.matrix, e.kind) for e in entries.values() if name in e.by_scenario])
         mode = (modes or {}).get(name, "eager")
-        simulated = step_time(calls, chip, mode)
+        compiled = compiled_plan(calls) if mode == "compile" else None  # the same on every chip: made once
+        simulated = step_time(calls, chip, mode, compiled=compiled)
         by_chip = {}
         for other in (all_chips or {chip.name: chip}).values():  # the target's step is simulated once, above
             if other is not chip and mode == "compile" and not has_compile_costs(timing_for(other)):
                 continue  # a chip whose timing model has no torch.compile host costs gives no compiled time
-            by_chip[other.name] = simulated.step_s if other is chip else step_time(calls, other, mode).step_s
+            by_chip[other.name] = (simulated.step_s if other is chip
+                                   else step_time(calls, other, mode, compiled=compiled).step_s)
         as_graph = step_time(calls, chip, "graph") if mode == "eager" and simulated.bound == "host" else None
         totals[name] = ScenarioTotals(
             name, len(calls), sum(1 for c in calls if c.kind == "compute"), sum(c.cost.flops for c in calls),
