@@ -50,7 +50,7 @@ from npuport.profile.artifact import import_trace, load_artifact
 from npuport.profile.compare import compare as _compare_profiles
 from npuport.profile.host_speed import at_recorded_host
 from npuport.profile.join import join as join_profile
-from npuport.profile.record import Recorded, record_scenario, resolve_device
+from npuport.profile.record import Recorded, npu_side, record_scenario, resolve_device
 from npuport.rules import fail_on
 from npuport.rules import suppress as _suppress
 from npuport.scan.migrate import Program, migrate_program
@@ -198,10 +198,15 @@ class RecordOptions:
 
 
 def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = None) -> list[Recorded]:
-    """Run each scenario for real under torch.profiler on `opts.dev`; per scenario the raw trace is written to
-    OUT_DIR/NAME.trace.json.gz and the artifact returned (the CLI writes it beside)."""
+    """Run each scenario for real under torch.profiler on `opts.dev` (on an NPU, torch_npu.profiler); per scenario
+    the raw trace is written to OUT_DIR/NAME.trace.json.gz (on an NPU, the profiler's export to OUT_DIR/NAME_ascend_pt)
+    and the artifact returned (the CLI writes it beside)."""
     parsed = parse_scenarios(list(opts.scenarios))
-    dev = resolve_device(opts.dev)
+    npu = None
+    if opts.dev.split(":", 1)[0] == "npu":  # the Ascend profiler records it (the CPU stand-in in tests)
+        dev, npu = npu_side(opts.dev)
+    else:
+        dev = resolve_device(opts.dev)
     if opts.warmup < 0 or opts.steps < 1:
         raise NpuportError("bad step counts", "--warmup >= 0 and --steps >= 1", f"warmup {opts.warmup}, steps {opts.steps}")
     target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, fake=False, part=spec.part,
@@ -210,7 +215,7 @@ def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = No
     if opts.decode_cache not in ("fixed", "grow"):
         raise NpuportError("bad --decode-cache", "fixed or grow", opts.decode_cache)
     return [record_scenario(target, sc, dev, out, opts.warmup, opts.steps, progress, opts.decode_cache,
-                            opts.timed_steps) for sc in parsed]
+                            opts.timed_steps, npu) for sc in parsed]
 
 
 def profile_import(path: str) -> dict[str, Any]:

@@ -20,7 +20,11 @@ one event at a time. Its processes are found by their `process_name` metadata:
 - Op -> task: a flow, cat "async_npu", name "torch_to_npu", from a cpu_op (start at the op's own start, on its
   thread) to the task (end at the task's start, on its stream); a task without one is unattributed.
 - Modules: "nn.Module: X_n" python_function events (with_modules / with_stack): an op inside one is counted under
-  (innermost module, op) too.
+  (innermost module, op) too. A run `npuport profile record --dev npu` made carries its own module marks instead:
+  record_function ranges "npuport.module:<path>", which torch_npu writes as cpu_ops like any record_function; an op
+  inside one gets that path, and a backward op the path of the forward op whose sequence number its autograd node
+  carries (the Kineto reader's rule, `kineto.module_paths`). Its "npuport.skip:" ranges (the recorder's own work
+  between steps) are left out with the tasks their ops launched.
 - Steps: "ProfilerStep#N" events: wall time, the union of task time inside, the idle rest.
 - "CANN" (ACL API calls) and "Overlap Analysis" (derived) are not read.
 
@@ -50,7 +54,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from npuport.errors import NpuportError
-from npuport.profile.kineto import UNATTRIBUTED, OpStats, Trace, array_items, iter_events
+from npuport.profile.kineto import MODULE_MARK, SKIP_MARK, UNATTRIBUTED, OpStats, Trace, array_items, iter_events, module_paths
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 RANK_SUFFIX = "_ascend_pt"
@@ -174,7 +178,10 @@ class _Events:
     procs: dict[Any, str] = field(default_factory=dict)  # pid -> process name
     threads: dict[tuple[Any, Any], str] = field(default_factory=dict)  # (pid, tid) -> thread name
     ops: dict[tuple[Any, Any], list[Span]] = field(default_factory=lambda: defaultdict(list))  # namespaced cpu_ops
+    seqs: dict[tuple[Any, Any, int, str], int] = field(default_factory=dict)  # (pid, tid, start, name) -> Sequence number
     modules: dict[tuple[Any, Any], list[Span]] = field(default_factory=lambda: defaultdict(list))
+    marked: bool = False  # the modules are npuport's own marks (their paths), not "nn.Module:" events
+    skips: dict[tuple[Any, Any], list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
     steps: list[Span] = field(default_factory=list)
     # device-side X events (no cat): pid, tid, start, duration, name, Task Type arg, stream id arg (HCCL sub-tasks)
     device: list[tuple[Any, Any, int, float, str, str, Any]] = field(default_factory=list)
@@ -213,6 +220,14 @@ def _collect(events: Iterable[dict[str, Any]]) -> _Events:
         elif cat == "cpu_op":
             if "::" in name:
                 ev.ops[(pid, tid)].append(span)
+                seq = args.get("Sequence number")
+                if isinstance(seq, int) and seq >= 0:
+                    ev.seqs[(pid, tid, ts, name)] = seq
+            elif name.startswith(MODULE_MARK):
+                ev.modules[(pid, tid)].append((ts, span[1], dur, name[len(MODULE_MARK):] or "(root)"))
+                ev.marked = True
+            elif name.startswith(SKIP_MARK):
+                ev.skips[(pid, tid)].append((ts, span[1]))
         elif cat == "python_function":
             if name.startswith(MODULE_PREFIX):
                 ev.modules[(pid, tid)].append((ts, span[1], dur, name[len(MODULE_PREFIX):]))
@@ -294,16 +309,25 @@ class _OpCall:
     module: str | None
     device_us: float = 0.0
     kernels: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    up: int = -1  # the enclosing op's index in the flat list
+    seq: int | None = None  # its Sequence number (autograd's link from a backward node to its forward op)
+
+
+def _skipped(ev: _Events, thread: tuple[Any, Any], ts: int) -> bool:
+    return any(a <= ts < b for a, b in ev.skips.get(thread, ()))
 
 
 def _nest(ev: _Events) -> tuple[list[_OpCall], dict[tuple[Any, Any], tuple[list[Span], list[int], int]]]:
     """Per thread: each op's parent and self time; the innermost module it ran in. Also, per thread, the sorted
-    spans, their starts and the index of the thread's first call in the flat list (to find the op of a flow)."""
+    spans, their starts and the index of the thread's first call in the flat list (to find the op of a flow).
+    Ops inside a skip range are dropped here (so the tasks they launched find no owner and are dropped too)."""
     calls: list[_OpCall] = []
     index: dict[tuple[Any, Any], tuple[list[Span], list[int], int]] = {}
     mods = {t: sorted(s, key=lambda x: (x[0], -x[1])) for t, s in ev.modules.items()}
     mod_starts = {t: [x[0] for x in s] for t, s in mods.items()}
     for thread, spans in ev.ops.items():
+        if thread in ev.skips:
+            spans[:] = [sp for sp in spans if not _skipped(ev, thread, sp[0])]
         spans.sort(key=lambda x: (x[0], -x[1]))
         first = len(calls)
         stack: list[int] = []
@@ -314,9 +338,14 @@ def _nest(ev: _Events) -> tuple[list[_OpCall], dict[tuple[Any, Any], tuple[list[
             if stack:
                 calls[stack[-1]].self_us -= dur
             k = _innermost(mods[thread], mod_starts[thread], ts) if thread in mods else None
-            calls.append(_OpCall(name, parent, dur, mods[thread][k][3] if k is not None else None))
+            calls.append(_OpCall(name, parent, dur, mods[thread][k][3] if k is not None else None,
+                                 up=stack[-1] if stack else -1, seq=ev.seqs.get((thread[0], thread[1], ts, name))))
             stack.append(len(calls) - 1)
         index[thread] = (spans, [s[0] for s in spans], first)
+    if ev.marked:  # npuport's marks: backward ops take their forward op's module, as the Kineto reader does
+        paths = module_paths([(c.name, c.up, 0.0, c.seq, c.module or "") for c in calls])
+        for c, path in zip(calls, paths):
+            c.module = path  # "" outside every mark: counted under the root, as the Kineto reader counts it
     return calls, index
 
 
@@ -363,6 +392,7 @@ def _from_trace(path: Path, source: str) -> Trace:
     calls, index = _nest(ev)
     task_starts = {place: [s[0] for s in spans] for place, spans in tasks.by_place.items()}
     owner: dict[tuple[tuple[Any, Any], int], int] = {}  # task -> op call
+    dropped: set[tuple[tuple[Any, Any], int]] = set()  # tasks launched inside a skip range
     for fid, (pid, tid, ts) in ev.flow_to.items():
         src = ev.flow_from.get(fid)
         if src is None or (pid, tid) not in tasks.by_place:
@@ -370,12 +400,27 @@ def _from_trace(path: Path, source: str) -> Trace:
         # the flow ends at the task's start on its stream ("bp": "e": the enclosing slice)
         k = _innermost(tasks.by_place[(pid, tid)], task_starts[(pid, tid)], ts)
         thread = (src[0], src[1])
+        if k is not None and thread in ev.skips and _skipped(ev, thread, src[2]):
+            dropped.add(((pid, tid), k))
+            continue
         if k is None or thread not in index:
             continue
         op_spans, op_starts, first = index[thread]
         j = _innermost(op_spans, op_starts, src[2])
         if j is not None:
             owner.setdefault(((pid, tid), k), first + j)
+    if dropped:
+        keep = {place: [sp for k, sp in enumerate(spans) if (place, k) not in dropped]
+                for place, spans in tasks.by_place.items()}
+        remap = {}
+        for place, spans in tasks.by_place.items():
+            at = 0
+            for k in range(len(spans)):
+                if (place, k) not in dropped:
+                    remap[(place, k)] = (place, at)
+                    at += 1
+        owner = {remap[t]: who for t, who in owner.items() if t in remap}
+        tasks = _Tasks(keep)
 
     unattributed = OpStats()
     n_tasks = 0

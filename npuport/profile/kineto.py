@@ -230,7 +230,7 @@ def read_trace(path: str | Path) -> Trace:
         starts[thread] = (array("d", (ev[0] for ev in events)), array("q", range(first, len(flat))))
         del events
         column.clear()  # what is kept of them is in flat and the arrays
-    modules = _modules(flat)
+    modules = module_paths(flat)
 
     def innermost(thread: tuple[Any, Any], ts: float) -> int | None:
         if thread not in starts:
@@ -357,7 +357,7 @@ def _without_skipped(ops_by_thread: dict[tuple[Any, Any], _Ops],
             [k for k in kernels if k[2] not in dropped])
 
 
-def _modules(flat: list[tuple[str, int, float, Any, str]]) -> list[str]:
+def module_paths(flat: list[tuple[str, int, float, Any, str]]) -> list[str]:
     """The module path of every op instance: the annotation around it in forward; in backward (autograd's own
     thread, outside any annotation) the module of the forward op whose sequence number the enclosing autograd node
     (`MmBackward0`, `autograd::engine::evaluate_function: ...`) carries."""

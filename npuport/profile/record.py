@@ -13,9 +13,11 @@ the forward hook closes it): the Kineto reader gives every op the module it ran 
 of the forward op whose autograd node ran them (sequence numbers). Python stacks are not recorded: `with_stack`
 slows the host side the measurement is about; source lines come from the audit the profile is joined to.
 
-The raw trace (`SCENARIO.trace.json.gz`) is kept beside the artifact (`SCENARIO.profile.json`). On an NPU the
-Ascend PyTorch profiler (torch_npu.profiler) writes its own output folder, imported the same way; no NPU was
-available where this was written, so that branch has run only against the CPU stand-in's refusal.
+The raw trace (`SCENARIO.trace.json.gz`) is kept beside the artifact (`SCENARIO.profile.json`). On an NPU
+(`--dev npu`) the steps run under the Ascend PyTorch profiler (torch_npu.profiler, set as npu_profiler.py says) and
+its export is kept as `SCENARIO_ascend_pt` and read by npuport.profile.ascend; graph mode captures a
+torch.npu.NPUGraph. No NPU was available where this was written: that branch has run only with the CPU stand-in
+of torch_npu (tests/profile/test_record_npu.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
+from npuport.devices.device import NpuDevice, parse_device
 from npuport.devices.runtime import backend, device_name, kind_of, resolve, synchronize
 from npuport.errors import NpuportError, describe_exception
 from npuport.model.hf.build import quiet_transformers
@@ -44,10 +47,21 @@ from npuport.model.hf.inputs import real_path
 from npuport.model.loading import Inputs, LoadedModel, loss_of
 from npuport.model.scenarios import Scenario
 from npuport.profile.artifact import to_artifact
+from npuport.profile.ascend import read_ascend
 from npuport.profile.kineto import MODULE_MARK, SKIP_MARK, read_trace
+from npuport.profile.npu_profiler import exported, keep_export, npu_profile
 from npuport.trace.run import quiet_torch_logs
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class NpuSide:
+    """An Ascend NPU to record on: torch_npu (or its CPU stand-in), what to call the device in the artifact."""
+
+    module: Any
+    label: str  # "npu:0", or "npu:0 (CPU stand-in, not a real NPU)"
+    name: str  # the device's name (torch.npu.get_device_name)
 
 
 @dataclass(frozen=True)
@@ -124,15 +138,14 @@ def _activities(dev: str) -> list[ProfilerActivity]:
 
 
 def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, warmup: int = 2, steps: int = 3,
-                    progress: Progress | None = None, decode_cache: str = "fixed", timed_steps: int = 20) -> Recorded:
+                    progress: Progress | None = None, decode_cache: str = "fixed", timed_steps: int = 20,
+                    npu: NpuSide | None = None) -> Recorded:
     """Run `sc` for real on `dev` under torch.profiler; write DIR/NAME.trace.json.gz; return the artifact.
     decode_cache: "fixed" restores the cache to `past` tokens after each decode step (every step the same shapes,
-    the audit's one step), "grow" lets it grow a token per step as generation does."""
+    the audit's one step), "grow" lets it grow a token per step as generation does.
+    With `npu` (an Ascend NPU, or its CPU stand-in in tests: then `dev` is the torch device the model is on) the
+    steps run under the Ascend PyTorch profiler, whose export is kept as DIR/NAME_ascend_pt (npu_profiler.py)."""
     restore = sc.kind == "decode" and bool(sc.past) and decode_cache == "fixed"
-    if kind_of(dev) == "npu":
-        raise NpuportError("recording on an NPU is not implemented in this release",
-                           "--dev cuda or cpu here; on the NPU record with torch_npu.profiler and `npuport profile "
-                           "import` its *_ascend_pt folder", dev)
     try:
         with model.mode, quiet_transformers(), quiet_torch_logs(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -166,11 +179,12 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
             # a compiled step has no module boundaries left to mark (its kernels are fused across them), and hooks
             # added for the profiled steps alone would make dynamo compile the model again for them
             marks = module_annotations(model.module) if sc.mode != "compile" else contextlib.nullcontext()
+            profiler = (npu_profile(npu.module, Path(tmp), warmup, steps) if npu is not None
+                        else profile(activities=_activities(dev), record_shapes=True, profile_memory=False,
+                                     schedule=schedule(wait=0, warmup=warmup, active=steps),
+                                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw))))
             with _without_profiler_chatter(), real_path(), quiet_transformers(), quiet_torch_logs(), \
-                    _no_warnings(), marks, \
-                    profile(activities=_activities(dev), record_shapes=True, profile_memory=False,
-                            schedule=schedule(wait=0, warmup=warmup, active=steps),
-                            on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
+                    _no_warnings(), marks, profiler as prof:
                 for i in range(warmup + steps):
                     if progress:
                         progress(f"~{sc.name}: step {i + 1}/{warmup + steps}" + (" (warm-up)" if i < warmup else ""))
@@ -186,15 +200,19 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
                                describe_exception(exc)) from None
         finally:
             model.module.train(False)
-        with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
-            shutil.copyfileobj(src, dst)
+        if npu is not None:
+            final = keep_export(exported(Path(tmp)), out_dir, sc.name)
+        else:
+            with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
+                shutil.copyfileobj(src, dst)
     plain, issued, probes, after = _timed_steps(model, sc, run, dev, timed_steps, progress, restore, inputs)
     if compiled is not None:  # what dynamo compiled by the end: more graphs than at the warm-up's end is a recompile
         compiled = compiled | {"graphs_after_steps": _dynamo_counts()["graphs"]}
     probe = host_probe(dev)
-    art = to_artifact(read_trace(final))
+    art = to_artifact(read_ascend(final) if npu is not None else read_trace(final))
     art["scenario"] = sc.to_json() | {"spec": sc.spec()}
-    art["recorded"] = {"device": dev, "device_name": device_name(dev), "warmup": warmup, "steps": steps,
+    art["recorded"] = {"device": npu.label if npu is not None else dev,
+                       "device_name": npu.name if npu is not None else device_name(dev), "warmup": warmup, "steps": steps,
                        **({"decode_cache": decode_cache} if sc.kind == "decode" else {}),
                        **({"compile": compiled} if compiled is not None else {}),
                        "torch": torch.__version__, "dtype": model.dtype, "model": model.name}
@@ -258,28 +276,32 @@ def _timed_steps(model: LoadedModel, sc: Scenario, run: Callable[[], None], dev:
 
 
 def _captured(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str) -> Callable[[], None]:
-    """The step captured once as a CUDA graph (`mode=graph`): its replay is the step with one launch and no host
-    cost per op. Inference steps only; a model that reads a value back inside its step cannot be captured, and
-    says why in one line."""
-    if kind_of(dev) != "cuda" or sc.kind == "train":
-        raise NpuportError(f"graph mode is recorded for prefill and decode on CUDA here ({sc.spec()} on {dev})",
-                           "--dev cuda and an inference scenario (mode=graph)", f"{sc.kind} on {dev}")
+    """The step captured once as a device graph (`mode=graph`): a CUDA graph, or on an NPU torch.npu.NPUGraph
+    (torch_npu's counterpart, inference only: docs/zh/developer_notes/npugraph.md in Ascend/pytorch). Its replay is
+    the step with one launch and no host cost per op. Inference steps only; a model that reads a value back inside
+    its step cannot be captured, and says why in one line."""
+    kind = kind_of(dev)
+    mod: Any = backend(dev) if kind in ("cuda", "npu") else None
+    graph_cls = getattr(mod, "CUDAGraph" if kind == "cuda" else "NPUGraph", None) if mod is not None else None
+    if mod is None or graph_cls is None or sc.kind == "train":
+        raise NpuportError(f"graph mode is recorded for prefill and decode on CUDA or an NPU ({sc.spec()} on {dev})",
+                           "--dev cuda or npu and an inference scenario (mode=graph)", f"{sc.kind} on {dev}")
     model.module.train(False)
     try:
         with model.mode, real_path(), quiet_transformers(), quiet_torch_logs(), _no_warnings():
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm-up on a side stream, as capture wants
+            side = mod.Stream()
+            side.wait_stream(mod.current_stream())
+            with mod.stream(side):  # warm-up on a side stream, as capture wants
                 for _ in range(2):
                     _step(model, sc, inputs)
                     if sc.kind == "decode" and sc.past:
                         _restore_cache(inputs, sc.past)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            mod.current_stream().wait_stream(side)
+            graph = graph_cls()
+            with mod.graph(graph):
                 _step(model, sc, inputs)
     except Exception as exc:
-        raise NpuportError(f"{sc.spec()}: the step cannot be captured as one CUDA graph as the model is written",
+        raise NpuportError(f"{sc.spec()}: the step cannot be captured as one device graph as the model is written",
                            "a step with static shapes that never reads a value back to the host",
                            describe_exception(exc)) from None
     return graph.replay
@@ -377,3 +399,16 @@ def _without_profiler_chatter() -> Iterator[None]:
 
 def resolve_device(dev: str) -> str:
     return resolve(dev)
+
+
+def npu_side(dev: str) -> tuple[str, NpuSide]:
+    """For `--dev npu[:i]`: the torch device the model runs on and the NPU to record with. torch_npu with CANN and
+    a device, or (tests, NPUPORT_NPU_STANDIN=1 without torch_npu) its CPU stand-in: the model then runs on the CPU
+    and the artifact's device says it was a stand-in. Without either, one line saying so."""
+    device = parse_device(dev)
+    if not isinstance(device, NpuDevice):
+        raise NpuportError(f"{dev!r} is not an NPU", "npu or npu:INDEX", dev)
+    device.check_present()
+    npu = device.backend
+    name = npu.npu.get_device_name() if callable(getattr(npu.npu, "get_device_name", None)) else "npu"
+    return device.torch_device, NpuSide(npu, device.label, str(name))

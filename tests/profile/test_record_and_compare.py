@@ -59,7 +59,7 @@ def test_record_on_cpu_writes_trace_and_artifact_with_modules(tmp_path: Path) ->
     assert again.exit_code == 2 and "already exists" in again.output
 
 
-def test_record_refuses_npu_and_bad_counts_in_one_line(tmp_path: Path) -> None:
+def test_record_refuses_an_absent_npu_and_bad_counts_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(NpuportError):
         api.profile_record(api.ModelSpec(model=str(GPT)), api.RecordOptions(dev="npu", out_dir=str(tmp_path)))
     res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--decode-cache", "sometimes", "--out-dir", str(tmp_path)])

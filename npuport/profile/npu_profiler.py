@@ -1,0 +1,65 @@
+"""The Ascend PyTorch profiler (torch_npu.profiler) around the profiled steps of `npuport profile record --dev npu`.
+
+It is set the way the CUDA path sets torch.profiler, in torch_npu's own API (Ascend/pytorch@9e73e708,
+torch_npu/profiler/profiler.py, scheduler.py, experimental_config.py):
+
+- activities CPU and NPU; `schedule(wait=0, warmup=W, active=S, repeat=1)`, so the warm-up steps are not recorded;
+- `record_shapes=True`; no memory, stack, module or FLOP collection (each adds host time to the steps measured);
+- `experimental_config`: profiler level 1 (level 0 leaves the shapes out of kernel_details.csv), no AI Core
+  metrics (their columns are not read, and collecting them is work on the device), the text export (trace_view.json
+  and the CSVs, which npuport.profile.ascend reads; the .db export is not read);
+- `on_trace_ready=tensorboard_trace_handler(DIR, analyse_flag=True, async_mode=False)`: the handler writes one
+  `{worker}_{timestamp}_ascend_pt` folder under DIR and parses it into its ASCEND_PROFILER_OUTPUT before the
+  profiler's exit returns.
+
+The module path of every op comes from npuport's own record_function marks (npuport.profile.record), which torch_npu
+writes as cpu_ops; the importer reads them (npuport.profile.ascend). No NPU was available where this was written:
+the branch has run against the CPU stand-in of torch_npu (npuport.devices.standin), whose profiler writes the same
+text export from torch.profiler's CPU events, with no device tasks.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from npuport.errors import NpuportError
+
+RANK_SUFFIX = "_ascend_pt"
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+
+
+def npu_profile(npu: Any, out_dir: Path, warmup: int, steps: int) -> Any:
+    """torch_npu.profiler.profile(...) for `warmup` unrecorded and `steps` recorded steps, its export under
+    `out_dir`; `npu` is the torch_npu module (or its stand-in)."""
+    p = npu.profiler
+    config = p._ExperimentalConfig(profiler_level=p.ProfilerLevel.Level1, aic_metrics=p.AiCMetrics.AiCoreNone,
+                                   export_type=p.ExportType.Text, data_simplification=True)
+    return p.profile(activities=[p.ProfilerActivity.CPU, p.ProfilerActivity.NPU],
+                     schedule=p.schedule(wait=0, warmup=warmup, active=steps, repeat=1),
+                     on_trace_ready=p.tensorboard_trace_handler(str(out_dir), analyse_flag=True, async_mode=False),
+                     record_shapes=True, profile_memory=False, with_stack=False, with_modules=False,
+                     experimental_config=config)
+
+
+def exported(folder: Path) -> Path:
+    """The one `*_ascend_pt` folder the handler wrote under `folder`."""
+    found = sorted(p for p in folder.iterdir() if p.is_dir() and p.name.endswith(RANK_SUFFIX))
+    if len(found) != 1:
+        raise NpuportError("the Ascend profiler wrote no single export", f"one *{RANK_SUFFIX} folder",
+                           ", ".join(p.name for p in folder.iterdir()) or "nothing")
+    return found[0]
+
+
+def keep_export(export: Path, out_dir: Path, scenario: str) -> Path:
+    """Move the export beside the artifact as OUT_DIR/SCENARIO_ascend_pt (the suffix msprof-analyze looks for); a
+    previous recording of the same scenario there is replaced, as the CUDA path replaces its SCENARIO.trace.json.gz."""
+    final = out_dir / f"{scenario}{RANK_SUFFIX}"
+    if final.exists():
+        if not (final / OUTPUT_DIR).is_dir():  # not an earlier recording: someone's own folder is never removed
+            raise NpuportError(f"{final} exists and is not an Ascend profiler export", "a free path for the export, "
+                               "or another --out folder", ", ".join(sorted(p.name for p in final.iterdir()))[:200] or "an empty folder")
+        shutil.rmtree(final)
+    shutil.move(str(export), str(final))
+    return final
