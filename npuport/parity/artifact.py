@@ -121,7 +121,8 @@ def _save(folder: Path, name: str, tensors: dict[str, torch.Tensor], files: dict
     digest = _sha256(path)
     files[name] = {"bytes": path.stat().st_size, "sha256": digest}
     # the bytes on disk were just hashed here: the first compare on this machine need not hash them again (trusted
-    # only when the hash ended RACY_S after the file's last change, as for any stamp: a large file, where it counts)
+    # only when the hash ended a racy window after the file's last change, as for any stamp: 50 ms where the
+    # filesystem keeps sub-second times, so any file large enough for its hash to matter; 2 s where it keeps seconds)
     verified.stamp(path, digest)
 
 

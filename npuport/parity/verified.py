@@ -12,8 +12,13 @@ rsync's quick check trust a file's stat.
 
 The one gap, as in git ("racy git"): timestamps have a granularity (a kernel tick locally, a second on some network
 and parallel filesystems), so a write within that tick after the hash could keep the identity. A stamp therefore
-counts only when it was taken at least RACY_S after the file last changed; a stamp taken sooner is rewritten by the
-next load, which hashes again. Mode "always" (`parity compare --verify always`) hashes every time: for media that can
+counts only when it was taken at least one racy window after the file last changed; a stamp taken sooner is
+rewritten by the next load, which hashes again. The window follows the file's own timestamps: one with a sub-second
+part lives on a filesystem that keeps sub-second times (ext4, XFS, btrfs, tmpfs keep nanosecond fields at the
+kernel tick's resolution, 1-10 ms; exFAT 10 ms), whose window is FINE_RACY_S; whole-second times (FAT, ext3, HFS+,
+filesystems and network mounts that keep seconds; or, rarely, a fine one that landed on a whole second) take
+RACY_S. So the recorder's own stamp of a file it wrote counts once its hash took longer than FINE_RACY_S, which is
+every file large enough for hashing to matter. Mode "always" (`parity compare --verify always`) hashes every time: for media that can
 rot in place without a write.
 
 Stamps live under $NPUPORT_CACHE_DIR, else $XDG_CACHE_HOME/npuport, else ~/.cache/npuport (`verified/`), one small
@@ -34,6 +39,7 @@ from npuport.cachedir import cache_dir, write_atomic
 
 MODES = ("once", "always")
 RACY_S = 2.0  # the coarsest common timestamp granularity (FAT's 2 s; Lustre and some NFS setups keep seconds)
+FINE_RACY_S = 0.05  # five ticks of the coarsest sub-second resolution above (exFAT's 10 ms; a 100 Hz kernel's tick)
 _mode: contextvars.ContextVar[str] = contextvars.ContextVar("npuport_verify_mode", default="once")
 
 
@@ -77,7 +83,14 @@ def already_verified(path: Path, sha256: str) -> bool:
     if not (isinstance(stamp, dict) and stamp.get("sha256") == sha256 and stamp.get("identity") == ident):
         return False
     changed = max(ident["mtime_ns"], ident["ctime_ns"])
-    return isinstance(stamp.get("stamped_ns"), int) and stamp["stamped_ns"] - changed >= RACY_S * 1e9
+    return isinstance(stamp.get("stamped_ns"), int) and stamp["stamped_ns"] - changed >= racy_window_s(ident) * 1e9
+
+
+def racy_window_s(ident: dict[str, int]) -> float:
+    """How long after a file's last change a stamp of it counts: FINE_RACY_S when its times have a sub-second part
+    (its filesystem keeps them), else RACY_S."""
+    second = 1_000_000_000
+    return FINE_RACY_S if ident["mtime_ns"] % second or ident["ctime_ns"] % second else RACY_S
 
 
 def stamp(path: Path, sha256: str) -> None:

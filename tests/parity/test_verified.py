@@ -28,7 +28,7 @@ def test_stamp_is_trusted_only_for_the_same_file_and_hash(tmp_path: Path, monkey
     f = tmp_path / "x.bin"
     f.write_bytes(b"abc" * 1000)
     verified.stamp(f, "h1")
-    assert not verified.already_verified(f, "h1")  # stamped within RACY_S of the file's change: racy, hashed again
+    assert not verified.already_verified(f, "h1")  # stamped within the racy window of the file's change: hashed again
     later = f.stat().st_ctime_ns + int(3e9)
     with monkeypatch.context() as m:
         m.setattr(time, "time_ns", lambda: later)  # a stamp taken 3 s after the file's change
@@ -46,7 +46,9 @@ def test_stamp_is_trusted_only_for_the_same_file_and_hash(tmp_path: Path, monkey
 
 def test_second_compare_does_not_hash_and_a_changed_file_is_caught(tmp_path: Path, hashed: list[str],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _synthetic(tmp_path, "r", {0: torch.ones(64), 1: torch.arange(64.0)})
+    with monkeypatch.context() as m:  # the recorder's stamps taken at its writes (however slow this machine is)
+        m.setattr(time, "time_ns", lambda: 0)
+        path = _synthetic(tmp_path, "r", {0: torch.ones(64), 1: torch.arange(64.0)})
     tensors = path / "tensors.safetensors"
     hashed.clear()
     art.load_artifact(path)
@@ -118,3 +120,31 @@ def test_mode_reaches_the_threads_that_load_both_sides(llama_config: str, tmp_pa
     with verified.verification("always"):
         assert run_parity(str(ref), str(ref), None, RunOptions())
     assert hashed.count("tensors.safetensors") == 2  # both sides, each in its loading thread
+
+
+def test_the_racy_window_follows_the_filesystems_timestamp_resolution(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sub-second times (this machine's filesystem keeps them): a stamp 0.2 s after the change counts; whole-second
+    times (a filesystem that keeps seconds) need RACY_S."""
+    second = 1_000_000_000
+    assert verified.racy_window_s({"mtime_ns": 5 * second + 123, "ctime_ns": 5 * second + 123}) == verified.FINE_RACY_S
+    assert verified.racy_window_s({"mtime_ns": 5 * second, "ctime_ns": 6 * second}) == verified.RACY_S
+    f = tmp_path / "x.bin"
+    f.write_bytes(b"abc" * 1000)
+    st = f.stat()
+    if not (st.st_mtime_ns % second or st.st_ctime_ns % second):
+        pytest.skip("this filesystem keeps whole-second times")
+    later = max(st.st_mtime_ns, st.st_ctime_ns) + int(0.2e9)
+    with monkeypatch.context() as m:
+        m.setattr(time, "time_ns", lambda: later)
+        verified.stamp(f, "h1")
+    assert verified.already_verified(f, "h1")
+    with monkeypatch.context() as m:  # the same file seen with whole-second times: 0.2 s is not enough
+        real = verified._identity
+        m.setattr(verified, "_identity", lambda p: {**real(p), "mtime_ns": 5 * second, "ctime_ns": 5 * second})
+        m.setattr(time, "time_ns", lambda: 5 * second + int(0.2e9))
+        verified.stamp(f, "h1")
+        assert not verified.already_verified(f, "h1")
+        m.setattr(time, "time_ns", lambda: 5 * second + int(2.5e9))
+        verified.stamp(f, "h1")
+        assert verified.already_verified(f, "h1")
