@@ -36,8 +36,9 @@ only. torch_npu's own layers (rows without a namespace) are dropped there: witho
 into their op. Steps come from the "Step Id" column: the span of the step's kernels (device side, not the host's
 ProfilerStep time), their union and the idle rest.
 
-Not read: the `.db` export (export_type="db"), communication.json, memory and the AI Core metric columns; several
-ranks at once (import one `*_ascend_pt` folder per rank). A run whose export holds no device task (CPU activity only)
+The `.db` export (export_type="db", ascend_pytorch_profiler_*.db) is read by npuport.profile.ascend_db into the same
+events, when the folder has no trace_view.json. Not read: communication.json, memory and the AI Core metric
+columns; several ranks at once (import one `*_ascend_pt` folder per rank). A run whose export holds no device task (CPU activity only)
 is reported as the Kineto reader reports a CPU run: device "cpu", device time = self host time.
 """
 
@@ -46,15 +47,28 @@ from __future__ import annotations
 import bisect
 import csv
 import gzip
-import re
 import zlib
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from npuport.errors import NpuportError
-from npuport.profile.kineto import MODULE_MARK, SKIP_MARK, UNATTRIBUTED, OpStats, Trace, array_items, iter_events, module_paths
+from npuport.profile.ascend_db import is_profiler_db, iter_db, read_db
+from npuport.profile.ascend_model import (
+    CALL_SUFFIX,
+    MODULE_PREFIX,
+    NOT_WORK,
+    STEP_PREFIX,
+    Events,
+    Launch,
+    Span,
+    Tasks,
+    add_stats,
+    attributed,
+    innermost,
+    step_rows,
+)
+from npuport.profile.kineto import MODULE_MARK, SKIP_MARK, OpStats, Trace, array_items, iter_events
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 RANK_SUFFIX = "_ascend_pt"
@@ -63,13 +77,7 @@ KERNELS_CSV = "kernel_details.csv"
 OPERATORS_CSV = "operator_details.csv"
 HARDWARE, HCCL = "Ascend Hardware", "HCCL"
 FLOW_CAT, FLOW_NAME = "async_npu", "torch_to_npu"
-MODULE_PREFIX = "nn.Module: "
-STEP_PREFIX = "ProfilerStep#"
-# Ascend Hardware tasks that are stream bookkeeping, not work (task types as in the Task Type arg, and task names)
-NOT_WORK = {"EVENT_WAIT_SQE", "EVENT_RECORD_SQE", "NOTIFY_WAIT_SQE", "NOTIFY_RECORD_SQE", "PLACE_HOLDER_SQE",
-            "EVENT_WAIT", "EVENT_RECORD", "NOTIFY_WAIT", "NOTIFY_RECORD", "PROFILING_ENABLE", "PROFILING_DISABLE"}
 _CHUNK = 1 << 20
-_CALL_SUFFIX = re.compile(r"(_\d+)+$")
 
 
 # ---- where the export is --------------------------------------------------------------------------------------------
@@ -88,10 +96,10 @@ def _is_output_dir(p: Path) -> bool:
 
 def is_ascend_output(path: Path) -> bool:
     """True for what read_ascend reads: a `*_ascend_pt` or ASCEND_PROFILER_OUTPUT folder, a folder holding one (or
-    several ranks: read_ascend then says to pick one), or a trace_view.json(.gz) file."""
+    several ranks: read_ascend then says to pick one), a trace_view.json(.gz) file or an ascend_pytorch_profiler*.db."""
     p = Path(path)
     if p.is_file():
-        return p.name in (TRACE_FILE, TRACE_FILE + ".gz")
+        return p.name in (TRACE_FILE, TRACE_FILE + ".gz") or is_profiler_db(p)
     if not p.is_dir():
         return False
     return _is_output_dir(p) or any(_is_output_dir(c) for c in p.iterdir())
@@ -169,29 +177,8 @@ def _dur(v: Any) -> float:
 
 # ---- the events kept from trace_view.json ---------------------------------------------------------------------------
 
-Span = tuple[int, int, float, str]  # start ns, end ns, duration µs, name
-Place = tuple[Any, Any, int]  # pid, tid, ns
-
-
-@dataclass
-class _Events:
-    procs: dict[Any, str] = field(default_factory=dict)  # pid -> process name
-    threads: dict[tuple[Any, Any], str] = field(default_factory=dict)  # (pid, tid) -> thread name
-    ops: dict[tuple[Any, Any], list[Span]] = field(default_factory=lambda: defaultdict(list))  # namespaced cpu_ops
-    seqs: dict[tuple[Any, Any, int, str], int] = field(default_factory=dict)  # (pid, tid, start, name) -> Sequence number
-    modules: dict[tuple[Any, Any], list[Span]] = field(default_factory=lambda: defaultdict(list))
-    marked: bool = False  # the modules are npuport's own marks (their paths), not "nn.Module:" events
-    skips: dict[tuple[Any, Any], list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
-    steps: list[Span] = field(default_factory=list)
-    # device-side X events (no cat): pid, tid, start, duration, name, Task Type arg, stream id arg (HCCL sub-tasks)
-    device: list[tuple[Any, Any, int, float, str, str, Any]] = field(default_factory=list)
-    flow_from: dict[str, Place] = field(default_factory=dict)
-    flow_to: dict[str, Place] = field(default_factory=dict)
-    seen: int = 0
-
-
-def _collect(events: Iterable[dict[str, Any]]) -> _Events:
-    ev = _Events()
+def _collect(events: Iterable[dict[str, Any]]) -> Events:
+    ev = Events()
     for e in events:
         ev.seen += 1
         ph, name, pid, tid = e.get("ph"), str(e.get("name", "")), e.get("pid"), e.get("tid")
@@ -236,19 +223,7 @@ def _collect(events: Iterable[dict[str, Any]]) -> _Events:
     return ev
 
 
-@dataclass
-class _Tasks:
-    """The device tasks that count, per (pid, tid), sorted by start: start ns, end ns, duration µs, kernel name."""
-
-    by_place: dict[tuple[Any, Any], list[Span]]
-
-    def all(self) -> Iterator[tuple[tuple[Any, Any], int]]:
-        for place, spans in self.by_place.items():
-            for k in range(len(spans)):
-                yield place, k
-
-
-def _tasks(ev: _Events) -> _Tasks:
+def _tasks(ev: Events) -> Tasks:
     hw = {pid for pid, n in ev.procs.items() if n == HARDWARE}
     hccl = {pid for pid, n in ev.procs.items() if n == HCCL}
     collectives: list[tuple[int, int]] = []
@@ -262,7 +237,7 @@ def _tasks(ev: _Events) -> _Tasks:
                 comm_streams.add(str(stream))
         else:
             collectives.append((ts, ts + round(dur * 1000)))
-            out[(pid, tid)].append((ts, ts + round(dur * 1000), dur, _CALL_SUFFIX.sub("", name) or name))
+            out[(pid, tid)].append((ts, ts + round(dur * 1000), dur, CALL_SUFFIX.sub("", name) or name))
     collectives.sort()
     starts = [a for a, _ in collectives]
     # Level 0 exports have no "Plane" events naming the collectives' streams: there, a hardware stream that no op
@@ -285,101 +260,7 @@ def _tasks(ev: _Events) -> _Tasks:
         out[(pid, tid)].append((ts, ts + round(dur * 1000), dur, name))
     for spans in out.values():
         spans.sort()
-    return _Tasks(dict(out))
-
-
-# ---- nesting --------------------------------------------------------------------------------------------------------
-
-def _innermost(spans: list[Span], starts: list[int], ts: int) -> int | None:
-    """Index of the latest-starting span that encloses ts (spans sorted by start, outer before inner)."""
-    k = bisect.bisect_right(starts, ts) - 1
-    while k >= 0:
-        a, b = spans[k][0], spans[k][1]
-        if a <= ts < b or a == ts == b:
-            return k
-        k -= 1
-    return None
-
-
-@dataclass
-class _OpCall:
-    name: str
-    parent: str
-    self_us: float
-    module: str | None
-    device_us: float = 0.0
-    kernels: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    up: int = -1  # the enclosing op's index in the flat list
-    seq: int | None = None  # its Sequence number (autograd's link from a backward node to its forward op)
-
-
-def _skipped(ev: _Events, thread: tuple[Any, Any], ts: int) -> bool:
-    return any(a <= ts < b for a, b in ev.skips.get(thread, ()))
-
-
-def _nest(ev: _Events) -> tuple[list[_OpCall], dict[tuple[Any, Any], tuple[list[Span], list[int], int]]]:
-    """Per thread: each op's parent and self time; the innermost module it ran in. Also, per thread, the sorted
-    spans, their starts and the index of the thread's first call in the flat list (to find the op of a flow).
-    Ops inside a skip range are dropped here (so the tasks they launched find no owner and are dropped too)."""
-    calls: list[_OpCall] = []
-    index: dict[tuple[Any, Any], tuple[list[Span], list[int], int]] = {}
-    mods = {t: sorted(s, key=lambda x: (x[0], -x[1])) for t, s in ev.modules.items()}
-    mod_starts = {t: [x[0] for x in s] for t, s in mods.items()}
-    for thread, spans in ev.ops.items():
-        if thread in ev.skips:
-            spans[:] = [sp for sp in spans if not _skipped(ev, thread, sp[0])]
-        spans.sort(key=lambda x: (x[0], -x[1]))
-        first = len(calls)
-        stack: list[int] = []
-        for ts, end, dur, name in spans:
-            while stack and ts >= spans[stack[-1] - first][1]:
-                stack.pop()
-            parent = calls[stack[-1]].name if stack else ""
-            if stack:
-                calls[stack[-1]].self_us -= dur
-            k = _innermost(mods[thread], mod_starts[thread], ts) if thread in mods else None
-            calls.append(_OpCall(name, parent, dur, mods[thread][k][3] if k is not None else None,
-                                 up=stack[-1] if stack else -1, seq=ev.seqs.get((thread[0], thread[1], ts, name))))
-            stack.append(len(calls) - 1)
-        index[thread] = (spans, [s[0] for s in spans], first)
-    if ev.marked:  # npuport's marks: backward ops take their forward op's module, as the Kineto reader does
-        paths = module_paths([(c.name, c.up, 0.0, c.seq, c.module or "") for c in calls])
-        for c, path in zip(calls, paths):
-            c.module = path  # "" outside every mark: counted under the root, as the Kineto reader counts it
-    return calls, index
-
-
-def _union(intervals: Iterable[tuple[int, int]]) -> int:
-    total, end = 0, None
-    for a, b in sorted(intervals):
-        if end is not None and b <= end:
-            continue
-        total += b - (a if end is None else max(a, end))
-        end = b
-    return total
-
-
-def _step_rows(steps: list[tuple[str, int, int, float]], busy: list[tuple[int, int]],
-               host: list[tuple[int, int]] | None = None) -> list[dict[str, Any]]:
-    """Per step (name, start ns, end ns, wall µs): wall, the union of busy time inside, the idle rest, and (given the
-    CPU ops' spans) the union of host op time inside, as kineto.py reports it."""
-    rows = []
-    for name, a, b, wall in sorted(steps, key=lambda s: s[1]):
-        work = _union((max(x, a), min(y, b)) for x, y in busy if y > a and x < b) / 1000
-        row = {"name": name, "wall_us": wall, "kernel_us": work, "idle_us": max(wall - work, 0.0)}
-        if host is not None:
-            row["host_us"] = _union((max(x, a), min(y, b)) for x, y in host if y > a and x < b) / 1000
-        rows.append(row)
-    return rows
-
-
-def _add(st: OpStats, calls: int, host: float, dev: float, parent: str, kernels: dict[str, float]) -> None:
-    st.calls += calls
-    st.host_us += host
-    st.device_us += dev
-    st.parents[parent] += dev
-    for k, v in kernels.items():
-        st.kernels[k] += v
+    return Tasks(dict(out))
 
 
 def _from_trace(path: Path, source: str) -> Trace:
@@ -389,69 +270,20 @@ def _from_trace(path: Path, source: str) -> Trace:
     if not ev.ops and not ev.device:
         raise NpuportError(f"{path}: no cpu_op and no device events", f"a torch_npu {TRACE_FILE}", f"{ev.seen} other events")
     tasks = _tasks(ev)
-    calls, index = _nest(ev)
+    return attributed(ev, tasks, _flow_launches(ev, tasks), source)
+
+
+def _flow_launches(ev: Events, tasks: Tasks) -> Iterator[Launch]:
+    """Per "torch_to_npu" flow: the task it ends at (at the task's start on its stream, "bp": "e": the enclosing
+    slice) and the thread and time it leaves from (the launching cpu_op's start)."""
     task_starts = {place: [s[0] for s in spans] for place, spans in tasks.by_place.items()}
-    owner: dict[tuple[tuple[Any, Any], int], int] = {}  # task -> op call
-    dropped: set[tuple[tuple[Any, Any], int]] = set()  # tasks launched inside a skip range
     for fid, (pid, tid, ts) in ev.flow_to.items():
         src = ev.flow_from.get(fid)
         if src is None or (pid, tid) not in tasks.by_place:
             continue
-        # the flow ends at the task's start on its stream ("bp": "e": the enclosing slice)
-        k = _innermost(tasks.by_place[(pid, tid)], task_starts[(pid, tid)], ts)
-        thread = (src[0], src[1])
-        if k is not None and thread in ev.skips and _skipped(ev, thread, src[2]):
-            dropped.add(((pid, tid), k))
-            continue
-        if k is None or thread not in index:
-            continue
-        op_spans, op_starts, first = index[thread]
-        j = _innermost(op_spans, op_starts, src[2])
-        if j is not None:
-            owner.setdefault(((pid, tid), k), first + j)
-    if dropped:
-        keep = {place: [sp for k, sp in enumerate(spans) if (place, k) not in dropped]
-                for place, spans in tasks.by_place.items()}
-        remap = {}
-        for place, spans in tasks.by_place.items():
-            at = 0
-            for k in range(len(spans)):
-                if (place, k) not in dropped:
-                    remap[(place, k)] = (place, at)
-                    at += 1
-        owner = {remap[t]: who for t, who in owner.items() if t in remap}
-        tasks = _Tasks(keep)
-
-    unattributed = OpStats()
-    n_tasks = 0
-    for place, k in tasks.all():
-        n_tasks += 1
-        _, _, dur, kname = tasks.by_place[place][k]
-        who = owner.get((place, k))
-        if who is None:
-            _add(unattributed, 0, 0.0, dur, "", {kname: dur})
-        else:
-            calls[who].device_us += dur
-            calls[who].kernels[kname] += dur
-
-    on_cpu = n_tasks == 0
-    ops: dict[str, OpStats] = defaultdict(OpStats)
-    by_module: dict[tuple[str, str], OpStats] = defaultdict(OpStats)
-    for c in calls:
-        host = max(c.self_us, 0.0)
-        dev = host if on_cpu else c.device_us
-        _add(ops[c.name], 1, host, dev, c.parent, c.kernels)
-        if c.module is not None:
-            _add(by_module[(c.module, c.name)], 1, host, dev, c.parent, c.kernels)
-    if unattributed.device_us:
-        ops[UNATTRIBUTED] = unattributed
-
-    # busy: the device tasks; on a CPU run the ops themselves (their union is the top-level op time, as in kineto.py)
-    busy = [(a, b) for spans in (ev.ops.values() if on_cpu else tasks.by_place.values()) for a, b, *_ in spans]
-    host_spans = [(a, b) for spans in ev.ops.values() for a, b, *_ in spans]
-    steps = _step_rows([(name, a, b, dur) for a, b, dur, name in ev.steps], busy, host_spans)
-    return Trace(format="ascend", source=source, device="cpu" if on_cpu else "npu", ops=dict(ops), steps=steps, kernels=n_tasks,
-                 cpu_ops=len(calls), by_module=dict(by_module))
+        k = innermost(tasks.by_place[(pid, tid)], task_starts[(pid, tid)], ts)
+        if k is not None:
+            yield (pid, tid), k, (src[0], src[1]), src[2]
 
 
 # ---- fallback: kernel_details.csv (+ operator_details.csv) ----------------------------------------------------------
@@ -489,8 +321,8 @@ def _from_csv(kernels_csv: Path, operators_csv: Path | None, source: str) -> Tra
         kname = r["Name"]
         # collectives: drop the per-call suffix, as on the trace path
         if r.get("Accelerator Core") == "HCCL":
-            kname = _CALL_SUFFIX.sub("", kname) or kname
-        _add(ops["kernel:" + (r.get("Type") or r["Name"])], 1, 0.0, dur, "", {kname: dur})
+            kname = CALL_SUFFIX.sub("", kname) or kname
+        add_stats(ops["kernel:" + (r.get("Type") or r["Name"])], 1, 0.0, dur, "", {kname: dur})
         n_kernels += 1
         start = _ns(r.get("Start Time(us)", ""))
         if r.get("Step Id") and start is not None:
@@ -500,7 +332,7 @@ def _from_csv(kernels_csv: Path, operators_csv: Path | None, source: str) -> Tra
         col = "Host Self Duration(us)"
         for line, r in _csv_rows(operators_csv, ("Name", col)):
             if "::" in r["Name"]:  # torch_npu's own layers cannot be folded into their op without timestamps
-                _add(ops[r["Name"]], 1, max(_number(operators_csv, line, col, r[col]), 0.0), 0.0, "", {})
+                add_stats(ops[r["Name"]], 1, max(_number(operators_csv, line, col, r[col]), 0.0), 0.0, "", {})
                 n_ops += 1
     if not n_kernels:
         for st in ops.values():  # no device task: a CPU run, as the Kineto reader reports one
@@ -511,7 +343,7 @@ def _from_csv(kernels_csv: Path, operators_csv: Path | None, source: str) -> Tra
         a, b = min(x for x, _ in spans), max(y for _, y in spans)
         steps.append((STEP_PREFIX + sid, a, b, (b - a) / 1000))
     return Trace(format="ascend", source=source, device="npu" if n_kernels else "cpu", ops=dict(ops),
-                 steps=_step_rows(steps, [s for v in by_step.values() for s in v]), kernels=n_kernels, cpu_ops=n_ops)
+                 steps=step_rows(steps, [s for v in by_step.values() for s in v]), kernels=n_kernels, cpu_ops=n_ops)
 
 
 def read_ascend(path: str | Path) -> Trace:
@@ -519,16 +351,22 @@ def read_ascend(path: str | Path) -> Trace:
     p = Path(path)
     if p.is_file():
         if not is_ascend_output(p):
-            raise NpuportError(f"{p} is not Ascend profiler output", f"{TRACE_FILE}(.gz) or a *{RANK_SUFFIX} folder", p.name)
-        return _from_trace(p, str(p))
+            raise NpuportError(f"{p} is not Ascend profiler output",
+                               f"{TRACE_FILE}(.gz), an ascend_pytorch_profiler_*.db or a *{RANK_SUFFIX} folder", p.name)
+        return read_db(p, str(p)) if is_profiler_db(p) else _from_trace(p, str(p))
     out = _output_dir(p)
     trace = _present(out, TRACE_FILE)
     if trace is not None:
         return _from_trace(trace, str(p))
+    dbs = list(iter_db(out))
+    if len(dbs) == 1:  # the .db export (export_type="db"): npuport.profile.ascend_db
+        return read_db(dbs[0], str(p))
+    if len(dbs) > 1:
+        raise NpuportError(f"{out} holds {len(dbs)} profiler databases", "one ascend_pytorch_profiler_*.db (import each rank)",
+                           ", ".join(d.name for d in dbs))
     kernels = _present(out, KERNELS_CSV)
     if kernels is not None:
         return _from_csv(kernels, _present(out, OPERATORS_CSV), str(p))
-    has_db = any(out.glob("*.db"))
-    raise NpuportError(f"{out} has neither {TRACE_FILE} nor {KERNELS_CSV}",
-                       "the text export (torch_npu experimental_config export_type='text')",
-                       "a .db export, which is not read" if has_db else ", ".join(sorted(c.name for c in out.iterdir())) or "an empty folder")
+    raise NpuportError(f"{out} has neither {TRACE_FILE}, a profiler database nor {KERNELS_CSV}",
+                       "the text or db export of torch_npu.profiler",
+                       ", ".join(sorted(c.name for c in out.iterdir())) or "an empty folder")

@@ -248,8 +248,12 @@ def test_missing_or_unparsed_or_ambiguous_folders_say_so(tmp_path: Path) -> None
     _raises(tmp_path / "two", "2 ranks")
     db = tmp_path / "db_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     db.mkdir(parents=True)
-    (db / "ascend_pytorch_profiler_0.db").write_bytes(b"")
-    _raises(db.parent, ".db export")
+    (db / "ascend_pytorch_profiler_0.db").write_bytes(b"")  # an empty SQLite file: none of the export's tables
+    _raises(db.parent, "lacks tables", "PYTORCH_API")
+    (db / "ascend_pytorch_profiler_0.db").write_bytes(b"not a database at all, but long enough to be read" * 100)
+    _raises(db.parent, "cannot be read as the Ascend profiler's database")
+    (db / "ascend_pytorch_profiler_1.db").write_bytes(b"")
+    _raises(db.parent, "2 profiler databases")
     _raises(ROOT / "tests" / "fixtures" / "profiles" / "gpt_prefill_cpu.json.gz", "not Ascend profiler output")
 
 
