@@ -26,8 +26,8 @@ Without any NVTX op range (nsys run without emit_nvtx), each kernel becomes its 
 with no host time: there is nothing to attribute kernels to. `by_module` stays empty: nsys carries no module
 annotations. All devices and processes of the export are aggregated together.
 
-No real nsys export is checked in: the tests build their databases with sqlite3 from the documented schema (see
-tests/fixtures/profiles/nsys/README.md).
+The tests build databases with sqlite3 from the documented schema, and read one real export (nsys 2022.2, schema
+2.9.1, an MPI + CUDA SAXPY program from a public repository, not a PyTorch run: tests/fixtures/profiles/nsys/README.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """npuport.profile.nsys on Nsight Systems SQLite exports built here with sqlite3, in the tables and columns of the
-documented export schema (no real export is checked in: tests/fixtures/profiles/nsys/README.md says why). Every
-expected number is worked out by hand from the timeline below, in µs (the database holds ns).
+documented export schema, and (at the end) on one real export of a CUDA program, not a PyTorch one
+(tests/fixtures/profiles/nsys/README.md). Every expected number of the built exports is worked out by hand from the
+timeline below, in µs (the database holds ns).
 
 Process 4242, main thread T_MAIN, emit_nvtx ranges:
 
@@ -21,15 +22,18 @@ Process 4242, main thread T_MAIN, emit_nvtx ranges:
 
 from __future__ import annotations
 
+import gzip
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from npuport.cli.main import cli
 from npuport.errors import NpuportError
-from npuport.profile.artifact import to_artifact
+from npuport.profile.artifact import load_artifact, to_artifact
 from npuport.profile.kineto import UNATTRIBUTED
 from npuport.profile.nsys import SQLITE_MAGIC, is_nsys_sqlite, op_name, read_nsys
 
@@ -307,3 +311,34 @@ def test_a_damaged_database_is_a_user_error(tmp_path: Path) -> None:
         db.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (begin_ns INT, finish_ns INT)")
     with pytest.raises(NpuportError, match="unreadable Nsight Systems export"):
         read_nsys(odd)
+
+
+# ---- a real export (tests/fixtures/profiles/nsys/README.md) -----------------------------------------------------------
+
+REAL_GZ = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "profiles" / "nsys" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite.gz"
+
+
+def test_a_real_nsys_export_reads_every_kernel_and_copy_of_its_tables(tmp_path: Path) -> None:
+    path = tmp_path / "saxpy.sqlite"
+    path.write_bytes(gzip.decompress(REAL_GZ.read_bytes()))
+    with closing(sqlite3.connect(path)) as con:
+        kernels = con.execute("select count(*), sum(end - start) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+        copies = dict((kind, (n, ns)) for kind, n, ns in con.execute(
+            "select copyKind, count(*), sum(end - start) from CUPTI_ACTIVITY_KIND_MEMCPY group by copyKind"))
+        version = dict(con.execute("select name, value from EXPORT_META_DATA"))["EXPORT_PRODUCT_VERSION"]
+    assert version == "2022.2.1.31" and kernels[0] == 5
+    t = read_nsys(path)
+    assert t.device == "cuda" and t.kernels == 5 + sum(n for n, _ in copies.values())
+    # its NVTX ranges are MPI calls and a user range, not ops: each kernel and copy is its own pseudo-op, with its
+    # whole table's time (CUPTI copy kinds 1 HtoD, 2 DtoH; source kind 0 pageable, destination 2 device)
+    assert set(t.ops) == {"kernel:saxpy", "kernel:Memcpy HtoD (Pageable -> Device)", "kernel:Memcpy DtoH (Device -> Pageable)"}
+    assert t.ops["kernel:saxpy"].calls == 5
+    assert t.ops["kernel:saxpy"].device_us == pytest.approx(kernels[1] / 1000)
+    assert t.ops["kernel:Memcpy HtoD (Pageable -> Device)"].device_us == pytest.approx(copies[1][1] / 1000)
+    assert t.ops["kernel:Memcpy DtoH (Device -> Pageable)"].device_us == pytest.approx(copies[2][1] / 1000)
+    assert "saxpy(double *, double *, double *, double, int)" in t.ops["kernel:saxpy"].kernels
+    assert UNATTRIBUTED not in t.ops and t.steps == []
+    out = tmp_path / "nsys.profile.json"
+    res = CliRunner().invoke(cli, ["profile", "import", str(path), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert load_artifact(out)["format"] == "nsys"
