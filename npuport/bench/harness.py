@@ -36,7 +36,7 @@ class BenchOptions:
     alternatives: bool = True
     kernel_check: bool = True
     seed: int = 0
-    debug: bool = False  # the compiler's logs and warnings on stderr (npuport.bench.compiler.compiler_output)
+    debug: bool = False  # the compiler's logs and warnings on stderr (npuport.trace.compiler_logs.compiler_output)
 
 
 @dataclass

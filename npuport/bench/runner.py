@@ -17,7 +17,6 @@ import torch
 from npuport.audit.cost_stage import cost_stage
 from npuport.audit.trace_stage import trace_stage
 from npuport.bench.cases import BenchCase, Skipped, cases_from_report
-from npuport.bench.compiler import compiler_output
 from npuport.bench.emit import emit_scripts
 from npuport.bench.endtoend import EndToEnd, time_step
 from npuport.bench.from_json import cases_from_json
@@ -30,6 +29,7 @@ from npuport.devices.timer import Clock
 from npuport.errors import NpuportError
 from npuport.model.loading import load_target
 from npuport.model.scenarios import parse_scenarios
+from npuport.trace.compiler_logs import compiler_output
 
 Progress = Callable[[str], None]
 NOISY_SPREAD = 0.25

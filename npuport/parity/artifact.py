@@ -251,7 +251,7 @@ def load_artifact(path: str | Path, verify: bool = True) -> Artifact:
     dist = {int(e["blob"]): e["dist"] for e in manifest["entries"] if "dist" in e}
     cap = Capture(manifest["capture_mode"], entries, full, stats, manifest.get("calls", {}),
                   manifest.get("module_sequence", {}).get("items", []), manifest.get("op_sequence", {}).get("items"),
-                  manifest.get("warnings", []), dist=dist)
+                  manifest.get("warnings", []), dist=dist, compiled=(manifest.get("capture") or {}).get("compiled"))
     return Artifact(folder, manifest, cap, verify)
 
 

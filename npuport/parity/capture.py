@@ -20,6 +20,7 @@ from npuport.parity.entries import Capture, CaptureOptions
 from npuport.parity.modes import OpTap
 from npuport.parity.recorders import Layout, LeanStatsRecorder, ValueRecorder
 from npuport.parity.stats import StatsBatcher
+from npuport.trace.compiler_logs import compiler_output
 from npuport.trace.modules import ModuleStack
 
 
@@ -59,7 +60,12 @@ class Capturer:
         self._attached: Any = None
         self._undo: list[tuple[dict[str, Any], bool, Any]] = []
 
+    _compiled_fn: Callable[..., Any] | None = None  # the root under torch.compile, made on the first compiled step
+
     def __enter__(self) -> "Capturer":
+        if self.opts.compiled:  # no hooks: see _compiled_step
+            self.lean = False
+            return self
         names = self.stack.names
         self.lean = (lean_eligible(self.opts) and not self.modes(self.stack)
                      and not any(isinstance(m, torch.jit.ScriptModule) or m._forward_hooks or m._forward_pre_hooks for m in names))
@@ -79,6 +85,8 @@ class Capturer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self.opts.compiled:
+            return
         if self.lean:
             for d, had, inner in self._undo:
                 if had:
@@ -104,6 +112,8 @@ class Capturer:
     _layout: Layout | None = None  # the last lean step's, reused by the next when it matches
 
     def step(self, args: tuple, kwargs: dict) -> Capture:
+        if self.opts.compiled:
+            return self._compiled_step(args, kwargs)
         if self.lean:
             return self._lean_step(args, kwargs)
         opts, root = self._step_opts(), self.root
@@ -155,6 +165,42 @@ class Capturer:
             self._lean_rec = None
             if gc_was:
                 gc.enable()
+
+
+    def _compiled_step(self, args: tuple, kwargs: dict) -> Capture:
+        """The step under torch.compile (`opts.compiled` is the backend; static shapes, as the profile recorder
+        compiles). Only the model's inputs and outputs (the root's entries, keyed as an eager capture keys them) and,
+        in training, the gradients of its outputs and of every parameter are captured: a hook or dispatch mode inside
+        the model would break its graph or be traced into it, and the kernels that ran would no longer be the ones
+        compiled for the user's model. Which module diverged first is therefore not located, only whether the
+        compiled step's results did (and, through the parameter gradients, where in backward)."""
+        opts, root = self._step_opts(), self.root
+        if self.modes(self.stack):
+            raise RuntimeError("a compiled capture runs without dispatch modes (float64 or fault injection)")
+        if self._compiled_fn is None:
+            self._compiled_fn = torch.compile(root, backend=str(opts.compiled), dynamic=False)
+        self.stack.reset()
+        rec = ValueRecorder(self.stack, opts)
+        if opts.backward:
+            root.zero_grad(set_to_none=True)
+        with compiler_output(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with contextlib.nullcontext() if opts.backward else torch.no_grad():
+                rec.enter("", 0, args, kwargs)
+                out = self._compiled_fn(*args, **kwargs)
+                rec.exit("", 0, out)
+                if opts.backward:
+                    if self.loss_of is None:
+                        raise RuntimeError("backward capture needs a loss")
+                    rec.in_backward = True
+                    self.loss_of(out).backward()
+        self.stack.on_enter = self.stack.on_exit = None
+        if opts.backward:
+            rec.param_grads(root)
+        cap = rec.finish(_warning_lines(caught), self.synchronize)
+        cap.compiled = opts.compiled
+        self._keep_budget(rec.batcher)
+        return cap
 
 
 def run_capture(root: torch.nn.Module, args: tuple, kwargs: dict, opts: CaptureOptions,

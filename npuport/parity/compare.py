@@ -143,7 +143,17 @@ def compare(ref: Capture, dev: Capture, tol: Tolerances, golden: Capture | None 
     results = [_judge(p, cache, tol) for p in plans]
     ref_only = [e.key for e in ref.entries if e.key not in d.keys]
     dev_only = [e.key for e in dev.entries if e.key not in r.keys]
-    return Comparison(results, ref_only, dev_only, missing, golden is not None, allow_unmatched)
+    notes = []
+    if ref.compiled != dev.compiled:  # one side ran under torch.compile: it has no module entries to match
+        allow_unmatched = True
+        notes.append(f"ref ran {_how(ref)}, dev {_how(dev)}: compared on the entries both have (the model's inputs, "
+                     "outputs and gradients); the eager side's module entries have no compiled counterpart")
+    return Comparison(results, ref_only, dev_only, missing, golden is not None, allow_unmatched, notes)
+
+
+def _how(cap: Capture) -> str:
+    return f"under torch.compile ({cap.compiled})" if cap.compiled else "eagerly"
+
 
 
 def _plan(e: Entry, de: Entry, ge: Entry | None, r: _Side, d: _Side, g: _Side | None, tols: Tolerances) -> _Plan:

@@ -53,6 +53,9 @@ class CaptureOptions:
     keep: tuple[str, ...] = ()  # fnmatch patterns of module paths kept in full in stats mode
     budget_bytes: int | None = None  # stats mode: bytes queued between statistics flushes; None: from free memory
     stats_kernel: str = "auto"  # auto | triton | torch: which reducer computes stats-mode statistics (stats.py)
+    # the step runs under torch.compile with this backend (the scenario's mode=compile): only the model's inputs,
+    # outputs and gradients are captured (capture.py says why); None: eager, every module boundary captured
+    compiled: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "ops": self.ops, "op_sequence": self.op_sequence, "backward": self.backward,
@@ -72,6 +75,7 @@ class Capture:
     fault_hits: int | None = None
     stats_kernels: set[str] = field(default_factory=set)  # the reducers that computed `stats` (stats.py)
     dist: dict[int, dict[str, Any]] = field(default_factory=dict)  # blob -> placement of a sharded tensor (shards.py)
+    compiled: str | None = None  # the torch.compile backend the step ran under (None: eager)
 
     def stats_of(self, blob: int) -> Stats:
         if blob not in self.stats:

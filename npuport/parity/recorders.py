@@ -124,7 +124,9 @@ class ValueRecorder:
         self.module_sequence.append((path, call))
 
     def _grad_hook(self, path: str, call: int, leaf: str) -> Callable[[torch.Tensor], None]:
-        def hook(g: torch.Tensor) -> None:
+        def hook(g: torch.Tensor | None) -> None:
+            if g is None:  # an output no gradient reached (a compiled step's backward calls the hook with None)
+                return
             self.seq += 1
             self.raw.append((None, path, call, "grad_out", leaf, g.shape, g.dtype, self.blob(g, self._keep(path)), self.seq, None))
         return hook

@@ -171,7 +171,9 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
     comp = compare(caps["ref"], caps["dev"], tols, caps.get("golden"), allow_unmatched)
     first = first_divergence(comp) if comp.failed else None
     if first is not None and localize:
-        if "dev" in live and prep is not None:
+        if caps["dev"].compiled:
+            first.notes.append("no replay: the dev side ran under torch.compile, whose kernels cross module boundaries")
+        elif "dev" in live and prep is not None:
             say(progress, f"replaying {first.call_key} on {live['dev'].device.label}")
             dev_full = None
             if first.call_key not in _full_calls(live["dev"].capture) and first.call_key not in _full_calls(caps["ref"]):
@@ -181,7 +183,7 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
         else:
             first.notes.append("no replay: the dev side is a recorded artifact (run compare with --dev DEVICE to replay)")
     sides = [_side_info(r, arts.get(r), live.get(r)) for r, _ in specs]
-    warns = [w for c in caps.values() for w in c.warnings]
+    warns = [w for c in caps.values() for w in c.warnings] + comp.notes
     if prep is not None:
         warns += prep.notes
     view = None
@@ -221,7 +223,11 @@ def _any_tf32(arts: dict[str, Artifact | RankedArtifact]) -> bool:
 def _options_from(manifest: dict[str, Any], opts: RunOptions) -> RunOptions:
     cap = manifest["capture"]
     sc = manifest["scenario"]
-    scenario = f"{sc['name']}:batch={sc['batch']},seq={sc['seq']}" + (f",past={sc['past']}" if sc.get("past") else "")
+    # the record's shapes; its mode unless this run asks for another (an eager record against a compiled live side)
+    asked = opts.parsed_scenario.mode
+    mode = asked if asked != "eager" else sc.get("mode", "eager")
+    scenario = (f"{sc['name']}:batch={sc['batch']},seq={sc['seq']}" + (f",past={sc['past']}" if sc.get("past") else "")
+                + (f",mode={mode}" if mode != "eager" else ""))
     capture = CaptureOptions(mode=cap["mode"], ops=cap["ops"],
                              op_sequence=cap["op_sequence"], backward=cap["backward"], keep=opts.capture.keep,
                              budget_bytes=opts.capture.budget_bytes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -196,7 +196,7 @@ def run_side(prep: Prepared, device: Device, opts: RunOptions, module: torch.nn.
     module = module if module is not None else place(prep, device)
     device.seed(opts.seed + 2)
     inputs = device_inputs(prep.inputs, device)
-    cap_opts = opts.capture
+    cap_opts = compiled_capture(prep, device, opts.capture)
     with default_dtype(device):
         try:
             cap = run_capture(module, inputs["args"], inputs["kwargs"], cap_opts, modes_for(device), device.synchronize,
@@ -207,6 +207,39 @@ def run_side(prep: Prepared, device: Device, opts: RunOptions, module: torch.nn.
             raise NpuportError(f"the model failed on {device.label}", "a forward that runs on this device",
                                describe_exception(exc)) from None
     return LiveSide(device, module, cap, settings)
+
+
+COMPILE_BACKEND = "inductor"  # torch.compile's default, on CUDA and (torch_npu's) on the NPU; tests swap in aot_eager
+
+
+def compiled_capture(prep: Prepared, device: Device, capture: CaptureOptions) -> CaptureOptions:
+    """The capture options of a side for the scenario's mode. mode=compile: the step under torch.compile, its inputs,
+    outputs and gradients captured (capture.py), except on the float64 golden, which stays eager (it is the exact
+    reference, not a compiled kernel), with a note. mode=graph: eager, with a note: a captured graph replays the
+    kernels its capture recorded, the ones the eager step launches, so the numbers are the eager step's."""
+    mode = prep.scenario.mode
+    if mode == "graph":
+        _note(prep, "mode=graph: parity runs the step eagerly (a device graph replays the kernels the eager step "
+                    "launched when it was captured: the same numbers)")
+        return capture
+    if mode != "compile":
+        return capture
+    if device.fault is not None:
+        raise NpuportError("fault injection runs the model eagerly", "a fault device without mode=compile",
+                           f"{device.spec} with {prep.scenario.spec()}")
+    if device.float64:
+        _note(prep, f"mode=compile: {device.spec} (the float64 golden) runs eagerly; the other sides under "
+                    f"torch.compile ({COMPILE_BACKEND})")
+        return capture
+    if capture.ops or capture.keep:
+        _note(prep, "mode=compile: op outputs and kept modules are not captured under torch.compile (hooks and "
+                    "dispatch modes would change what it compiles)")
+    return replace(capture, compiled=COMPILE_BACKEND, ops=False, op_sequence=False, keep=())
+
+
+def _note(prep: Prepared, text: str) -> None:
+    if text not in prep.notes:
+        prep.notes.append(text)
 
 
 def _loss_fn(prep: Prepared, inputs: Any) -> Callable[[Any], torch.Tensor]:

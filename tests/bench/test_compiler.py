@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from rich.console import Console
 from torch._dynamo.utils import counters
 
-from npuport.bench import compiler, harness
+from npuport.bench import harness
 from npuport.bench.cases import cases_from_report
 from npuport.bench.harness import BenchOptions, bench_case
 from npuport.bench.json_form import bench_to_json
@@ -32,6 +32,7 @@ from npuport.bench.rebuild import Runnable, build
 from npuport.bench.runner import run_bench
 from npuport.devices.timer import HostClock
 from npuport.render.bench_text import render_text
+from npuport.trace import compiler_logs
 
 GPT = str(Path(__file__).resolve().parents[2] / "examples" / "gpt" / "model.py")
 QUICK = dict(warmup=1, reps=5, min_reps=3, budget_s=0.05, rotate_bytes=1 << 20, alternatives=False, kernel_check=False)
@@ -113,7 +114,7 @@ def test_compiler_output_is_scoped_and_restored():
     before = [lg.level for lg in loggers]
     with torch_stderr() as err, warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        with compiler.compiler_output(debug=False):
+        with compiler_logs.compiler_output(debug=False):
             logging.getLogger("torch._dynamo.convert_frame").warning("hit config.recompile_limit")
             logging.getLogger("torch._inductor.made_later").warning("inductor says")
             _warn_from("torch._inductor.compile_fx")
@@ -128,7 +129,7 @@ def test_compiler_output_is_scoped_and_restored():
 def test_torch_logs_set_by_the_user_stand(monkeypatch):
     monkeypatch.setenv("TORCH_LOGS", "recompiles")
     level = logging.getLogger("torch._dynamo").level
-    with compiler.compiler_output(debug=False):
+    with compiler_logs.compiler_output(debug=False):
         assert logging.getLogger("torch._dynamo").level == level
 
 
