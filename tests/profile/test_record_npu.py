@@ -22,6 +22,7 @@ from npuport.model.loading import load_target
 from npuport.model.scenarios import parse_scenario
 from npuport.profile.artifact import import_trace, load_artifact
 from npuport.profile.ascend import read_ascend
+from npuport.profile.compare import compare
 from npuport.profile.kineto import UNATTRIBUTED
 from npuport.profile.record import npu_side, record_scenario
 
@@ -65,6 +66,11 @@ def test_npu_record_uses_the_ascend_profiler_and_imports_like_the_cpu_record(tmp
         assert ("blocks.*.mlp.fc", "aten::mm") in mods if sc.kind == "train" else ("blocks.*.mlp.fc", "aten::addmm") in mods
         # the export imports the same way on its own
         assert _calls(import_trace(str(on_npu.trace_path))) == (ops, mods)
+        # `profile compare` of the CPU run (base) against the NPU one matches every aten op by module and op
+        cmp = compare(on_cpu.artifact, art)
+        rows = [r for r in cmp["rows"] if "::" in r["op"]]
+        assert cmp["matched_by"] == "module and aten op" and rows
+        assert all(r["matched"] and r["base_calls"] == r["new_calls"] for r in rows)
     asked = [kw for name, kw in npu.module.calls if name == "profiler.profile"]
     assert len(asked) == 2
     kw = asked[0]
