@@ -50,6 +50,7 @@ from npuport.profile.artifact import import_trace, load_artifact
 from npuport.profile.compare import compare as _compare_profiles
 from npuport.profile.host_speed import at_recorded_host
 from npuport.profile.join import join as join_profile
+from npuport.profile.npu_profiler import export_path
 from npuport.profile.record import Recorded, npu_side, record_scenario, resolve_device
 from npuport.rules import fail_on
 from npuport.rules import suppress as _suppress
@@ -214,6 +215,9 @@ def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = No
     out = Path(opts.out_dir)
     if opts.decode_cache not in ("fixed", "grow"):
         raise NpuportError("bad --decode-cache", "fixed or grow", opts.decode_cache)
+    if npu is not None:  # where each export will be kept, refused before anything runs
+        for sc in parsed:
+            export_path(out, sc.name)
     return [record_scenario(target, sc, dev, out, opts.warmup, opts.steps, progress, opts.decode_cache,
                             opts.timed_steps, npu) for sc in parsed]
 

@@ -268,9 +268,9 @@ def measure_full(scratch: Path, manifest: dict[str, Any], gb: float, repeats: in
     files = [tensor_files(ref), tensor_files(dev)]
     per_side = sum(f.stat().st_size for f in files[0])
     # the first compare right after recording both on this machine (the files are in the page cache, just written):
-    # it skips hashing a file whose recorder stamp is trusted (npuport.parity.verified: a hash that ended a racy
-    # window after the write: 50 ms where the filesystem keeps sub-second times, 2 s where it keeps seconds), else it
-    # hashes; one run, since it stamps what it hashed
+    # it skips hashing a file whose recorder stamp is trusted (npuport.parity.verified: at once where the filesystem
+    # keeps sub-second times, 2 s after the write where it keeps seconds), else it hashes; one run, since it stamps
+    # what it hashed
     hashed: list[str] = []
     real_sha = parity_artifact._sha256
     parity_artifact._sha256 = lambda path: hashed.append(path.name) or real_sha(path)  # type: ignore[assignment]
@@ -334,8 +334,8 @@ def markdown(res: dict[str, Any]) -> str:
             ("sha256 of both sides' files (the loader's hash check)", f["sha256"]),
             ("`npuport parity compare --ref A --dev B --verify always` (in process; every file hashed, as a first "
              "compare of records new to this machine)", f["command_first"]),
-            ("`npuport parity compare --ref A --dev B` right after both were recorded here (one run; the recorder's "
-             "stamps count for files whose hash ended a racy window after their write; files it hashed: "
+            ("`npuport parity compare --ref A --dev B` right after both were recorded here (one run; the recorder's own "
+             "stamps count at once where file times are sub-second, else 2 s after the write; files it hashed: "
              f"{f['command_just_recorded'].get('files_hashed', '?')})", f["command_just_recorded"]),
             ("`npuport parity compare --ref A --dev B` (in process; the files checked before on this machine)",
              f["command"]),

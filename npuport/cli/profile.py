@@ -47,7 +47,8 @@ def profile() -> None:
 @click.option("--force", is_flag=True, help="Allow replacing files already in --out-dir.")
 @quiet_debug
 @handle_errors
-def record(model: str | None, hf_config: str | None, out_dir: str, force: bool, scenarios: tuple[str, ...], **_: Any) -> None:
+def record(model: str | None, hf_config: str | None, out_dir: str, force: bool, scenarios: tuple[str, ...], dev: str,
+           **_: Any) -> None:
     """Run MODEL (or --hf CONFIG.json) for real on --dev under torch.profiler (on an NPU, torch_npu.profiler, its
     export read as `profile import` reads it): per scenario warm-up steps, then profiled steps; every kernel mapped
     to the aten op and the module that launched it; per step the wall, host, kernel and idle time. Train is forward + backward (as the audit counts it), decode one token against a cache of
@@ -64,8 +65,8 @@ def record(model: str | None, hf_config: str | None, out_dir: str, force: bool, 
     if not model and not hf_config:
         raise click.UsageError("give MODEL or --hf CONFIG.json")
     names = [s.split(":", 1)[0] for s in (scenarios or ("prefill",))]
-    check_new([str(Path(out_dir) / f"{n}{ext}") for n in names
-               for ext in (".profile.json", ".trace.json.gz", "_ascend_pt")], force)
+    raw = "_ascend_pt" if dev.split(":", 1)[0] == "npu" else ".trace.json.gz"  # the raw trace this device writes
+    check_new([str(Path(out_dir) / f"{n}{ext}") for n in names for ext in (".profile.json", raw)], force)
 
 
 @profile.command("import", cls=Command, impl="npuport.cli.profile_impl:import_trace")

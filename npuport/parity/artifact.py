@@ -118,12 +118,13 @@ def _save(folder: Path, name: str, tensors: dict[str, torch.Tensor], files: dict
         seen.add(ptr)
     save_file(out, str(path))
     os.chmod(path, 0o644)
-    digest = _sha256(path)
+    h = verified.hashed(path, _sha256)
+    digest = h.digest
     files[name] = {"bytes": path.stat().st_size, "sha256": digest}
-    # the bytes on disk were just hashed here: the first compare on this machine need not hash them again (trusted
-    # only when the hash ended a racy window after the file's last change, as for any stamp: 50 ms where the
-    # filesystem keeps sub-second times, so any file large enough for its hash to matter; 2 s where it keeps seconds)
-    verified.stamp(path, digest)
+    # the bytes on disk were just hashed here: the first compare on this machine need not hash them again (an own
+    # stamp: trusted where the filesystem keeps sub-second times if the file kept its identity over the hash; where
+    # it keeps seconds, only once the hash started 2 s after the write, as for any stamp: npuport.parity.verified)
+    verified.stamp_hashed(path, h, own=True)
 
 
 def _shares(t: torch.Tensor) -> bool:
@@ -263,11 +264,11 @@ def check_hashes(folder: Path, manifest: dict[str, Any], names: list[str]) -> No
     if not names:
         return
     with ThreadPoolExecutor(max_workers=min(len(names), os.cpu_count() or 1)) as pool:
-        digests = list(pool.map(lambda n: _sha256(folder / n), names))
-    for name, digest in zip(names, digests):
-        if digest != manifest["files"][name]["sha256"]:
+        digests = list(pool.map(lambda n: verified.hashed(folder / n, _sha256), names))
+    for name, h in zip(names, digests):
+        if h.digest != manifest["files"][name]["sha256"]:
             _mismatch(folder, name, manifest["files"][name])
-        verified.stamp(folder / name, digest)
+        verified.stamp_hashed(folder / name, h)
 
 
 def _mismatch(folder: Path, name: str, info: dict[str, Any]) -> NoReturn:

@@ -191,6 +191,8 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
         view = RankView("gathered", {r: (ranked[r].world_size if r in ranked else 1) for r, _ in specs})
         warns += [w for r, a in ranked.items() for w in a.gathered.warnings(f"{r} gathered from {a.world_size} ranks")]
     scenario = prep.scenario.to_json() if prep else (base.manifest["scenario"] if base is not None else {})
+    if len({caps[r].compiled for r, _ in specs if r != "golden"}) > 1:  # an eager side against a compiled one
+        scenario = dict(scenario, mode="mixed", modes={r: "compile" if caps[r].compiled else "eager" for r, _ in specs})
     return ParityResult(comp, first, sides, tols, scenario, sorted(set(warns)), ranks=view)
 
 
@@ -242,7 +244,8 @@ def _side_info(role: str, art: Artifact | RankedArtifact | None, live: LiveSide 
     if art is not None:
         m = art.manifest
         info = {"path": str(art.path), "device": m["device"], "numerics": m["numerics"], "dtype_policy": m["dtype_policy"],
-                "capture_mode": m["capture_mode"], "model": m["model"]["name"], "created": m.get("created")}
+                "capture_mode": m["capture_mode"], "compiled": (m.get("capture") or {}).get("compiled"),
+                "model": m["model"]["name"], "created": m.get("created")}
         if isinstance(art, RankedArtifact):
             top = art.top
             info["distributed"] = {"world_size": art.world_size, "backend": top.get("backend"), "mesh": top.get("mesh"),
@@ -254,4 +257,5 @@ def _side_info(role: str, art: Artifact | RankedArtifact | None, live: LiveSide 
     assert live is not None
     cap = live.capture
     return SideInfo(role, live.device.label, "live", {"device": device_json(live.device, live.settings),
-                    "numerics": {"in_force": live.settings}, "capture_mode": cap.mode, "fault_hits": cap.fault_hits})
+                    "numerics": {"in_force": live.settings}, "capture_mode": cap.mode, "compiled": cap.compiled,
+                    "fault_hits": cap.fault_hits})

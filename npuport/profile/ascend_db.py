@@ -108,10 +108,13 @@ def _read(con: sqlite3.Connection) -> tuple[Events, Tasks, list[Launch]]:
                 ev.skips[thread].append((start, end))
         elif kind == TRACE_TYPE and name.startswith(MODULE_PREFIX):
             ev.modules[thread].append((start, end, span[2], name[len(MODULE_PREFIX):]))
+    # an op row's CONNECTION_IDS also hold its forward / backward flow ids; only a CANN call's id is a launch (the
+    # two number ranges could meet in a long run of an older torch_npu, which offsets neither)
+    launch_ids = {r[0] for r in con.execute("select connectionId from CANN_API")} if "CANN_API" in tables else None
     links: dict[int, list[int]] = defaultdict(list)
     for api_conn, launch_conn in con.execute("select id, connectionId from CONNECTION_IDS"):
         links[api_conn].append(launch_conn)
-        if api_conn in launch_rows:
+        if api_conn in launch_rows and (launch_ids is None or launch_conn in launch_ids):
             holder[launch_conn] = launch_rows[api_conn]
     for conn, point in _launch_points(con, tables, names, links).items():
         holder.setdefault(conn, point)
@@ -136,7 +139,7 @@ def _launch_points(con: sqlite3.Connection, tables: set[str], names: dict[int, s
         if corr is None:
             continue
         name = names.get(name_id, "")
-        if name == "Enqueue":
+        if name == "Enqueue" or name.startswith("Enqueue@"):  # "Enqueue@<op>" since Ascend/pytorch 72e3a7dc (2025-06)
             enqueued[corr] = (("db", tid), int(start_s))
         elif name.startswith("Dequeue"):
             dequeues[tid].append((int(start_s), int(end_s), corr))

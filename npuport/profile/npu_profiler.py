@@ -20,6 +20,8 @@ text export from torch.profiler's CPU events, with no device tasks.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from npuport.errors import NpuportError
 
 RANK_SUFFIX = "_ascend_pt"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+MARKER = "npuport_record.json"  # in an export npuport kept: the one kind of folder it may replace
 
 
 def npu_profile(npu: Any, out_dir: Path, warmup: int, steps: int) -> Any:
@@ -44,22 +47,41 @@ def npu_profile(npu: Any, out_dir: Path, warmup: int, steps: int) -> Any:
 
 
 def exported(folder: Path) -> Path:
-    """The one `*_ascend_pt` folder the handler wrote under `folder`."""
+    """The one `*_ascend_pt` folder the handler wrote under `folder`, parsed (torch_npu's profiler swallows its own
+    errors, so a failed analysis shows only as a folder without its ASCEND_PROFILER_OUTPUT)."""
     found = sorted(p for p in folder.iterdir() if p.is_dir() and p.name.endswith(RANK_SUFFIX))
     if len(found) != 1:
         raise NpuportError("the Ascend profiler wrote no single export", f"one *{RANK_SUFFIX} folder",
                            ", ".join(p.name for p in folder.iterdir()) or "nothing")
+    if not (found[0] / OUTPUT_DIR).is_dir():
+        raise NpuportError("the Ascend profiler did not parse what it recorded", f"{found[0].name}/{OUTPUT_DIR}",
+                           ", ".join(sorted(p.name for p in found[0].iterdir())) or "an empty folder")
     return found[0]
 
 
-def keep_export(export: Path, out_dir: Path, scenario: str) -> Path:
-    """Move the export beside the artifact as OUT_DIR/SCENARIO_ascend_pt (the suffix msprof-analyze looks for); a
-    previous recording of the same scenario there is replaced, as the CUDA path replaces its SCENARIO.trace.json.gz."""
+def export_path(out_dir: Path, scenario: str) -> Path:
+    """Where the export of `scenario` is kept; refused before anything runs when that path holds something npuport
+    did not write there (a file, a link, someone's folder): only an earlier recording's export is ever replaced."""
     final = out_dir / f"{scenario}{RANK_SUFFIX}"
+    if final.is_symlink() or final.exists() and not (final.is_dir() and (final / MARKER).is_file()):
+        raise NpuportError(f"{final} exists and is not an export npuport profile record kept",
+                           "a free path for the export, or another --out-dir", "a link" if final.is_symlink()
+                           else "a file" if not final.is_dir() else "a folder without " + MARKER)
+    return final
+
+
+def keep_export(export: Path, out_dir: Path, scenario: str) -> Path:
+    """Move the export beside the artifact as OUT_DIR/SCENARIO_ascend_pt (the suffix msprof-analyze looks for), marked
+    as npuport's; an earlier recording's export there is replaced (the CLI asks for --force first), the new one put
+    in place before the old one is removed."""
+    final = export_path(out_dir, scenario)
+    (export / MARKER).write_text(json.dumps({"written_by": "npuport profile record", "scenario": scenario}) + "\n",
+                                 encoding="utf-8")
+    old = None
     if final.exists():
-        if not (final / OUTPUT_DIR).is_dir():  # not an earlier recording: someone's own folder is never removed
-            raise NpuportError(f"{final} exists and is not an Ascend profiler export", "a free path for the export, "
-                               "or another --out folder", ", ".join(sorted(p.name for p in final.iterdir()))[:200] or "an empty folder")
-        shutil.rmtree(final)
+        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        final.rename(old)
     shutil.move(str(export), str(final))
+    if old is not None:
+        shutil.rmtree(old)
     return final

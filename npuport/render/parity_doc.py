@@ -49,7 +49,10 @@ def render_markdown(data: dict[str, Any]) -> str:
         lines.append(f"- {s['role']}: {s['label']} ({s['source']})")
     sc = data.get("scenario") or {}
     if sc:
-        lines.append(f"- scenario: {sc.get('name')} batch {sc.get('batch')} x {sc.get('seq')} tokens")
+        mode = sc.get("mode", "eager")
+        how = ("" if mode == "eager" else f", {mode} mode" if mode != "mixed"
+               else ", " + ", ".join(f"{role} {m}" for role, m in (sc.get("modes") or {}).items()))
+        lines.append(f"- scenario: {sc.get('name')} batch {sc.get('batch')} x {sc.get('seq')} tokens{how}")
     lines += ["", "## Error per layer (log scale, 1e-8 .. 1)", "", "```"]
     series = layer_series(data)
     rel = any(g["dev_err"] is not None for g in series)

@@ -56,6 +56,8 @@ def test_an_eager_record_against_a_compiled_one(llama_config: str, aot_eager: No
     data = json.loads(r.output)
     assert {e["module"] for e in data["entries"]} == {""} and data["unmatched"]["ref_only"]
     assert any("ref ran eagerly, dev under torch.compile (aot_eager)" in w for w in data["warnings"])
+    assert data["scenario"]["mode"] == "mixed" and data["scenario"]["modes"] == {"ref": "eager", "dev": "compile"}
+    assert [s_["compiled"] for s_ in data["sides"]] == [None, "aot_eager"]
 
 
 def test_fault_injection_needs_eager_mode_and_graph_mode_runs_eagerly(llama_config: str, aot_eager: None) -> None:

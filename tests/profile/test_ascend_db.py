@@ -99,3 +99,65 @@ def test_the_db_file_itself_and_the_cli(rank: Path, db: Path, tmp_path: Path) ->
     assert res.exit_code == 0, res.output
     art = load_artifact(out)
     assert art["device"] == "npu" and art["format"] == "ascend" and len(art["steps"]) == 1
+
+
+def test_enqueues_named_after_their_op_are_read_too(db: Path, tmp_path: Path) -> None:
+    """torch_npu since Ascend/pytorch 72e3a7dc (2025-06) names a matched enqueue "Enqueue@<op>"; the sample predates
+    that: renamed here, the copies' tasks must still reach aten::copy_ through the task queue."""
+    renamed = tmp_path / "ascend_pytorch_profiler_0.db"
+    shutil.copy(db, renamed)
+    con = sqlite3.connect(renamed)
+    with con:
+        con.execute("update STRING_IDS set value = 'Enqueue@aclnnInplaceCopy' where value = 'Enqueue'")
+    con.close()
+    t = read_ascend(renamed)
+    assert "MEMCPY_ASYNC" in t.ops["aten::copy_"].kernels and UNATTRIBUTED not in t.ops
+
+
+def _marked_db(path: Path) -> Path:
+    """A hand-made database in the export's tables: npuport's module mark around a forward op, its backward op under
+    the autograd node with the same sequence number on another thread, a skip range with an op and its task."""
+    con = sqlite3.connect(path)
+    names = ["ProfilerStep#1", "npuport.module:mlp.fc", "aten::mm", "autograd::engine::evaluate_function: MmBackward0",
+             "npuport.skip:restore decode cache", "aten::copy_", "KERNEL_AICORE", "MatMul", "TensorMove"]
+    ids = {n: i for i, n in enumerate(names)}
+    with con:
+        con.execute("create table STRING_IDS (id INTEGER PRIMARY KEY, value TEXT)")
+        con.executemany("insert into STRING_IDS values (?, ?)", [(i, n) for n, i in ids.items()])
+        con.execute("create table PYTORCH_API (startNs TEXT, endNs TEXT, globalTid INTEGER, connectionId INTEGER, "
+                    "name INTEGER, sequenceNumber INTEGER, fwdThreadId INTEGER, inputDtypes INTEGER, inputShapes INTEGER, "
+                    "callchainId INTEGER, type INTEGER, depth INTEGER)")
+        rows = [(0, 100_000, 1, None, "ProfilerStep#1", -1), (1_000, 10_000, 1, None, "npuport.module:mlp.fc", -1),
+                (2_000, 7_000, 1, 1, "aten::mm", 7), (20_000, 28_000, 2, None, "autograd::engine::evaluate_function: "
+                "MmBackward0", 7), (21_000, 25_000, 2, 2, "aten::mm", -1),
+                (40_000, 60_000, 1, None, "npuport.skip:restore decode cache", -1), (41_000, 44_000, 1, 3, "aten::copy_", -1)]
+        con.executemany("insert into PYTORCH_API values (?, ?, ?, ?, ?, ?, 0, NULL, NULL, NULL, 50001, 0)",
+                        [(str(a), str(b), tid, conn, ids[n], seq) for a, b, tid, conn, n, seq in rows])
+        con.execute("create table CONNECTION_IDS (id INTEGER, connectionId INTEGER)")
+        con.executemany("insert into CONNECTION_IDS values (?, ?)", [(1, 100), (2, 101), (3, 102)])
+        con.execute("create table CANN_API (startNs INTEGER, endNs INTEGER, type INTEGER, globalTid INTEGER, "
+                    "connectionId INTEGER PRIMARY KEY, name INTEGER, depth INTEGER)")
+        con.executemany("insert into CANN_API values (?, ?, 10000, ?, ?, 0, 0)",
+                        [(3_000, 3_500, 1, 100), (22_000, 22_500, 2, 101), (42_000, 42_500, 1, 102)])
+        con.execute("create table TASK (startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, "
+                    "globalTaskId INTEGER, globalPid INTEGER, taskType INTEGER, contextId INTEGER, streamId INTEGER, "
+                    "taskId INTEGER, modelId INTEGER, depth INTEGER)")
+        con.executemany("insert into TASK values (?, ?, 0, ?, ?, 0, ?, 0, 2, 0, 0, 0)",
+                        [(5_000, 7_000, 100, 1, ids["KERNEL_AICORE"]), (23_000, 24_500, 101, 2, ids["KERNEL_AICORE"]),
+                         (45_000, 54_000, 102, 3, ids["KERNEL_AICORE"])])
+        con.execute("create table COMPUTE_TASK_INFO (name INTEGER, globalTaskId INTEGER PRIMARY KEY)")
+        con.executemany("insert into COMPUTE_TASK_INFO values (?, ?)", [(ids["MatMul"], 1), (ids["MatMul"], 2),
+                                                                         (ids["TensorMove"], 3)])
+    con.close()
+    return path
+
+
+def test_npuports_marks_and_skips_in_a_database(tmp_path: Path) -> None:
+    t = read_ascend(_marked_db(tmp_path / "ascend_pytorch_profiler_0.db"))
+    assert t.device == "npu" and t.kernels == 2  # the skipped op's task is counted nowhere
+    assert "aten::copy_" not in t.ops and UNATTRIBUTED not in t.ops
+    assert t.ops["aten::mm"].calls == 2 and t.ops["aten::mm"].device_us == pytest.approx(3.5)
+    # forward by the mark around it, backward by its autograd node's sequence number
+    assert t.by_module[("mlp.fc", "aten::mm")].calls == 2
+    assert t.by_module[("mlp.fc", "aten::mm")].kernels == {"MatMul": pytest.approx(3.5)}
+    assert [s["name"] for s in t.steps] == ["ProfilerStep#1"]

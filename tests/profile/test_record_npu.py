@@ -93,6 +93,31 @@ def test_npu_record_from_the_cli_and_its_outputs_protected(tmp_path: Path, stand
     forced = CliRunner().invoke(cli, [*args, "--force"])
     assert forced.exit_code == 0, forced.output
     assert [p.name for p in out.iterdir() if p.is_dir()] == ["prefill_ascend_pt"]
+    assert (out / "prefill_ascend_pt" / "npuport_record.json").is_file()  # npuport's own: the kind --force replaces
+    # a CPU recording into the same folder is not refused for the NPU's export, and leaves it alone
+    cpu = CliRunner().invoke(cli, [*args[:4], "cpu", *args[5:], "--force"])
+    assert cpu.exit_code == 0, cpu.output
+    assert (out / "prefill.trace.json.gz").is_file() and (out / "prefill_ascend_pt" / "npuport_record.json").is_file()
+
+
+@pytest.mark.parametrize("what", ["file", "folder", "link"])
+def test_an_export_path_npuport_did_not_write_is_refused_before_recording(tmp_path: Path, standin_npu: None,
+                                                                           what: str) -> None:
+    out = tmp_path / "p"
+    out.mkdir()
+    theirs = out / "prefill_ascend_pt"
+    if what == "file":
+        theirs.write_text("mine")
+    elif what == "folder":
+        (theirs / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)  # someone's own export, renamed
+    else:
+        (tmp_path / "elsewhere" / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+        theirs.symlink_to(tmp_path / "elsewhere")
+    res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--dev", "npu", "--scenario", "prefill:batch=1,seq=8",
+                                   "--out-dir", str(out), "--force", "--quiet"])
+    assert res.exit_code == 2 and "is not an export npuport profile record kept" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and not (out / "prefill.profile.json").exists()
+    assert theirs.is_symlink() or theirs.exists() and (what == "file" or (theirs / "ASCEND_PROFILER_OUTPUT").is_dir())
 
 
 def test_npu_record_without_torch_npu_says_so_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
