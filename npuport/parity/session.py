@@ -165,7 +165,33 @@ def device_inputs(inputs: Any, device: Device) -> Any:
     def move(t: torch.Tensor) -> torch.Tensor:
         t = t.to(device.torch_device)
         return t.to(torch.float64) if device.float64 and t.is_floating_point() else t
+    if opaque_types(inputs):
+        # A stateful input (a decode step's KV cache object) is each side's own copy, its tensors on the side's
+        # device: a forward appends to the cache it is given, so a shared one gave the second side a longer past
+        # (cpu against cpu diverged in decode), and a cache left on the CPU does not fit a model on the GPU.
+        inputs = copy.deepcopy(inputs)
+        _move_state(inputs, move, torch.device(device.torch_device), set())
     return map_tensors(inputs, move)
+
+
+def _move_state(obj: Any, move: Callable[[torch.Tensor], torch.Tensor], where: torch.device, seen: set[int]) -> Any:
+    """`obj` with its tensors moved: containers rebuilt, other objects' attributes replaced in place (a cache's
+    tensors, and the device it says its layers are on)."""
+    if isinstance(obj, torch.Tensor):
+        return move(obj)
+    if isinstance(obj, torch.device):
+        return where
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_move_state(v, move, where, seen) for v in obj) if type(obj) in (list, tuple) else obj
+    if isinstance(obj, dict):
+        return {k: _move_state(v, move, where, seen) for k, v in obj.items()}
+    state = getattr(obj, "__dict__", None)
+    if state is None or id(obj) in seen or isinstance(obj, (type, torch.nn.Module)):
+        return obj
+    seen.add(id(obj))
+    for key, value in list(state.items()):
+        state[key] = _move_state(value, move, where, seen)
+    return obj
 
 
 def modes_for(device: Device) -> Callable[[ModuleStack], list[Any]]:

@@ -91,3 +91,16 @@ def test_stats_budget_must_be_positive():
 def test_device_not_present_is_exit_2(llama_config):
     r = run("--ref", "cuda", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN)
     assert r.exit_code == 2 and "device 'cuda' is not present" in r.output
+
+
+def test_decode_gives_each_side_its_own_cache(llama_config):
+    """A decode step appends to the KV cache object it is given: each side (and the float64 golden, whose cache must
+    be float64 too) runs on its own copy, so the same device against itself is exact (it was not: the second side
+    ran with the first side's grown cache)."""
+    r = run("--ref", "cpu", "--dev", "cpu", "--golden", "cpu64", "--hf", llama_config, "--scenario", "decode:batch=1,past=8",
+            "--format", "json", "--quiet")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["verdict"]["passed"] and data["verdict"]["mode"] == "relative"
+    judged = [e for e in data["entries"] if e["io"] == "out"]
+    assert judged and all(e["metrics"]["max_abs"] == 0 for e in judged)
