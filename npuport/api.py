@@ -208,8 +208,9 @@ def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = No
         dev, npu = npu_side(opts.dev)
     else:
         dev = resolve_device(opts.dev)
-    if opts.warmup < 0 or opts.steps < 1:
-        raise NpuportError("bad step counts", "--warmup >= 0 and --steps >= 1", f"warmup {opts.warmup}, steps {opts.steps}")
+    # torch.profiler's schedule without a warm-up step loses the first active one (and says so in a warning)
+    if opts.warmup < 1 or opts.steps < 1:
+        raise NpuportError("bad step counts", "--warmup >= 1 and --steps >= 1", f"warmup {opts.warmup}, steps {opts.steps}")
     target = load_target(spec.model, spec.hf_config, spec.entry, spec.dtype, spec.attn, fake=False, part=spec.part,
                          device=dev)
     out = Path(opts.out_dir)

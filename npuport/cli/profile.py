@@ -36,7 +36,9 @@ def profile() -> None:
 @click.option("--dev", default="cpu", show_default=True, metavar="cpu|cuda[:i]|npu[:i]|auto", help="Where the model runs.")
 @click.option("--dtype", help="Model dtype (float32, float16, bfloat16). Default: the config's, else float32.")
 @click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto, sdpa, eager.")
-@click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Steps run before the profiled ones.")
+@click.option("--warmup", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Steps run before the profiled ones (at least 1: without a warm-up step the profiler loses the first "
+                   "profiled one).")
 @click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Profiled steps per scenario.")
 @click.option("--timed-steps", type=click.IntRange(min=1), default=20, show_default=True,
               help="Steps timed afterwards without the profiler; their median is the measured step.")

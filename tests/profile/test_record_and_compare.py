@@ -64,6 +64,11 @@ def test_record_refuses_an_absent_npu_and_bad_counts_in_one_line(tmp_path: Path)
         api.profile_record(api.ModelSpec(model=str(GPT)), api.RecordOptions(dev="npu", out_dir=str(tmp_path)))
     res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--decode-cache", "sometimes", "--out-dir", str(tmp_path)])
     assert res.exit_code == 2
+    # without a warm-up step torch.profiler's schedule loses the first profiled step: refused
+    res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--warmup", "0", "--out-dir", str(tmp_path)])
+    assert res.exit_code == 2 and "--warmup" in res.output
+    with pytest.raises(NpuportError, match="warmup >= 1"):
+        api.profile_record(api.ModelSpec(model=str(GPT)), api.RecordOptions(warmup=0, out_dir=str(tmp_path)))
 
 
 def test_module_annotations_close_every_range_even_when_forward_raises() -> None:
