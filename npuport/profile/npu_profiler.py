@@ -20,11 +20,12 @@ text export from torch.profiler's CPU events, with no device tasks.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from npuport.errors import NpuportError
 
@@ -35,15 +36,28 @@ MARKER = "npuport_record.json"  # in an export npuport kept: the one kind of fol
 
 def npu_profile(npu: Any, out_dir: Path, warmup: int, steps: int) -> Any:
     """torch_npu.profiler.profile(...) for `warmup` unrecorded and `steps` recorded steps, its export under
-    `out_dir`; `npu` is the torch_npu module (or its stand-in)."""
+    `out_dir`; `npu` is the torch_npu module (or its stand-in). Keywords a release does not know are left out (its
+    default is what is asked for): `async_mode` of the trace handler and `data_simplification` came after the
+    torch 2.1 releases (absent at Ascend/pytorch v6.0.0-pytorch2.1.0, present at v7.0.0-pytorch2.1.0)."""
     p = npu.profiler
-    config = p._ExperimentalConfig(profiler_level=p.ProfilerLevel.Level1, aic_metrics=p.AiCMetrics.AiCoreNone,
-                                   export_type=p.ExportType.Text, data_simplification=True)
+    config = _call(p._ExperimentalConfig, profiler_level=p.ProfilerLevel.Level1, aic_metrics=p.AiCMetrics.AiCoreNone,
+                   export_type=p.ExportType.Text, data_simplification=True)
+    handler = _call(p.tensorboard_trace_handler, dir_name=str(out_dir), analyse_flag=True, async_mode=False)
     return p.profile(activities=[p.ProfilerActivity.CPU, p.ProfilerActivity.NPU],
-                     schedule=p.schedule(wait=0, warmup=warmup, active=steps, repeat=1),
-                     on_trace_ready=p.tensorboard_trace_handler(str(out_dir), analyse_flag=True, async_mode=False),
+                     schedule=p.schedule(wait=0, warmup=warmup, active=steps, repeat=1), on_trace_ready=handler,
                      record_shapes=True, profile_memory=False, with_stack=False, with_modules=False,
                      experimental_config=config)
+
+
+def _call(fn: Callable[..., Any], **kwargs: Any) -> Any:
+    """fn(**kwargs) less the keywords fn does not take (when its signature can be read)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn(**kwargs)
+    if any(q.kind is inspect.Parameter.VAR_KEYWORD for q in params.values()):
+        return fn(**kwargs)
+    return fn(**{k: v for k, v in kwargs.items() if k in params})
 
 
 def exported(folder: Path) -> Path:

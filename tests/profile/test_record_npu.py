@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace as ns
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from npuport.profile.artifact import import_trace, load_artifact
 from npuport.profile.ascend import read_ascend
 from npuport.profile.compare import compare
 from npuport.profile.kineto import UNATTRIBUTED
+from npuport.profile.npu_profiler import npu_profile
 from npuport.profile.record import npu_side, record_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,3 +173,30 @@ def test_the_ascend_reader_takes_npuports_marks_and_skips(tmp_path: Path) -> Non
     # forward by the mark around it, backward by the sequence number of its autograd node
     assert t.by_module[("mlp.fc", "aten::mm")].calls == 2
     assert t.by_module[("mlp.fc", "aten::mm")].device_us == pytest.approx(3.5)
+
+
+def test_an_older_torch_npu_gets_only_the_keywords_it_takes(tmp_path: Path) -> None:
+    """torch_npu for torch 2.1 (Ascend/pytorch v6.0.0-pytorch2.1.0) has no `async_mode` in its trace handler and no
+    `data_simplification` in its experimental config: they are left out, not passed to fail."""
+    seen: dict[str, Any] = {}
+
+    def handler(dir_name: str | None = None, worker_name: str | None = None, analyse_flag: bool = True) -> str:
+        seen["handler"] = {"dir_name": dir_name, "analyse_flag": analyse_flag}
+        return "handler"
+
+    def config(profiler_level: str = "Level0", aic_metrics: str = "", l2_cache: bool = False,
+               export_type: str = "text") -> str:
+        seen["config"] = {"profiler_level": profiler_level, "aic_metrics": aic_metrics, "export_type": export_type}
+        return "config"
+
+    def profile(**kwargs: Any) -> dict[str, Any]:
+        return kwargs
+
+    old = ns(profiler=ns(profile=profile, tensorboard_trace_handler=handler, _ExperimentalConfig=config,
+                         schedule=lambda **kw: ("schedule", kw), ProfilerActivity=ns(CPU="CPU", NPU="NPU"),
+                         ProfilerLevel=ns(Level1="Level1"), AiCMetrics=ns(AiCoreNone="none"), ExportType=ns(Text="text")))
+    got = npu_profile(old, tmp_path, warmup=1, steps=2)
+    assert got["on_trace_ready"] == "handler" and got["experimental_config"] == "config"
+    assert seen["handler"] == {"dir_name": str(tmp_path), "analyse_flag": True}
+    assert seen["config"] == {"profiler_level": "Level1", "aic_metrics": "none", "export_type": "text"}
+    assert got["schedule"] == ("schedule", {"wait": 0, "warmup": 1, "active": 2, "repeat": 1})
