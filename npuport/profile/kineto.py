@@ -27,7 +27,7 @@ from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from npuport.errors import NpuportError
 
@@ -195,42 +195,53 @@ def read_trace(path: str | Path) -> Trace:
     # External ids only of the kernels whose runtime launch is not in the trace (the fallback needs no more)
     wanted_ext = {ext for _, _, corr, ext, _ in kernels if ext is not None and (corr is None or corr not in launches)}
     by_ext: dict[Any, int] = {}
-    # per op instance: name, parent instance (-1 at the top level), self time, sequence number, module path
-    flat: list[tuple[str, int, float, Any, str]] = []
+    # per op instance, as columns (a large trace has millions: no tuple per instance): name, parent instance (-1 at
+    # the top level), self time, sequence number (_Ops.NONE when absent), module path
+    f_name: list[str] = []
+    f_parent, f_seq = array("q"), array("q")
+    f_self, child_us = array("d"), array("d")
+    f_module: list[str] = []
     starts: dict[tuple[Any, Any], tuple[array, array]] = {}  # per thread: sorted starts, instance index
-    begin_of, end_of = array("d"), array("d")  # per op instance (compact: a large trace has millions)
+    begin_of, end_of = array("d"), array("d")  # per op instance
     top_level: list[tuple[float, float]] = []
+    none = _Ops.NONE
     for thread, column in ops_by_thread.items():
-        events = column.sorted_rows()
+        order = column.order()
+        c_ts, c_dur, c_names, c_ext, c_seq = column.ts, column.dur, column.names, column.ext, column.seq
         marks = sorted(marks_by_thread.get(thread, []), key=lambda m: (m[0], -m[1]))
         mark_begins, mark_ends = [m[0] for m in marks], [m[1] for m in marks]
         stack: list[int] = []
-        child_us: list[float] = []
-        first = len(flat)
-        for ts, dur, name, ext, seq in events:
+        first = len(f_name)
+        for r in order:
+            ts, dur = c_ts[r], c_dur[r]
             while stack and ts >= end_of[stack[-1]]:
                 stack.pop()
-            idx = len(flat)
-            parent = stack[-1] if stack else -1
+            idx = len(f_name)
             if stack:
-                child_us[stack[-1] - first] += dur
+                child_us[stack[-1]] += dur  # its callee's time is not its own
             else:
                 top_level.append((ts, ts + dur))
             m = _innermost(mark_begins, mark_ends, ts) if marks else None
-            flat.append((name, parent, dur, seq, marks[m][2] if m is not None else ""))
+            f_name.append(c_names[r])
+            f_parent.append(stack[-1] if stack else -1)
+            f_self.append(dur)
             child_us.append(0.0)
+            f_seq.append(c_seq[r])
+            f_module.append(marks[m][2] if m is not None else "")
             begin_of.append(ts)
             end_of.append(ts + dur)
-            if ext is not None and ext in wanted_ext:
+            ext = c_ext[r]
+            if ext != none and ext in wanted_ext:
                 by_ext[ext] = idx
             stack.append(idx)
-        for k in range(first, len(flat)):
-            name, parent, dur, seq, module = flat[k]
-            flat[k] = (name, parent, max(dur - child_us[k - first], 0.0), seq, module)
-        starts[thread] = (array("d", (ev[0] for ev in events)), array("q", range(first, len(flat))))
-        del events
-        column.clear()  # what is kept of them is in flat and the arrays
-    modules = module_paths(flat)
+        for k in range(first, len(f_name)):
+            f_self[k] = max(f_self[k] - child_us[k], 0.0)
+        starts[thread] = (array("d", (c_ts[r] for r in order)), array("q", range(first, len(f_name))))
+        del order
+        column.clear()  # what is kept of them is in the columns above
+    del child_us
+    modules = module_path_columns(f_name, f_parent, f_seq, f_module)
+    del f_module
 
     def innermost(thread: tuple[Any, Any], ts: float) -> int | None:
         if thread not in starts:
@@ -264,22 +275,24 @@ def read_trace(path: str | Path) -> Trace:
     inclusive: dict[int, float] = {}  # op instance -> its kernels' and its callees' (children come after parents)
     if not on_cpu:
         inclusive = dict(device_us)
-        for k in range(len(flat) - 1, -1, -1):
-            up, t = flat[k][1], inclusive.get(k)
+        for k in range(len(f_name) - 1, -1, -1):
+            up, t = f_parent[k], inclusive.get(k)
             if t and up >= 0:
                 inclusive[up] = inclusive.get(up, 0.0) + t
     by_module: dict[tuple[str, str], OpStats] = defaultdict(OpStats)
-    for k, (name, parent, self_us, _seq, _module) in enumerate(flat):
+    for k, name in enumerate(f_name):
+        self_us, parent = f_self[k], f_parent[k]
         dev = self_us if on_cpu else device_us.get(k, 0.0)
         within = inclusive.get(k, 0.0)
+        up_name = f_name[parent] if parent >= 0 else ""
         for st in (ops[name], by_module[(modules[k], name)]):
             st.calls += 1
             st.host_us += self_us
             st.device_us += dev
-            st.parents[flat[parent][0] if parent >= 0 else ""] += dev
-            st.parent_calls[flat[parent][0] if parent >= 0 else ""] += 1
+            st.parents[up_name] += dev
+            st.parent_calls[up_name] += 1
             if within > dev:
-                st.parents_inclusive[flat[parent][0] if parent >= 0 else ""] += within
+                st.parents_inclusive[up_name] += within
             for kn, t in kernel_names.get(k, {}).items():
                 st.kernels[kn] += t
     if unattributed:
@@ -299,7 +312,7 @@ def read_trace(path: str | Path) -> Trace:
         step_rows.append({"name": name, "wall_us": dur, "kernel_us": work, "idle_us": max(dur - work, 0.0),
                           "host_us": host})
     return Trace(source=str(path), device="cpu" if on_cpu else "cuda", ops=dict(ops), steps=step_rows,
-                 kernels=len(kernels), cpu_ops=len(flat),
+                 kernels=len(kernels), cpu_ops=len(f_name),
                  by_module=dict(by_module) if any(modules) else {})
 
 
@@ -307,7 +320,7 @@ class _Ops:
     """One thread's CPU ops as columns (a large trace holds millions: arrays of numbers, names interned), read back
     sorted by start, longer first at equal starts (the enclosing op before the ones it encloses)."""
 
-    _NONE = -(1 << 62)
+    NONE = -(1 << 62)  # an absent External id or sequence number
 
     def __init__(self) -> None:
         self.ts, self.dur = array("d"), array("d")
@@ -318,17 +331,18 @@ class _Ops:
         self.ts.append(ts)
         self.dur.append(dur)
         self.names.append(name)
-        self.ext.append(ext if isinstance(ext, int) else self._NONE)
-        self.seq.append(seq if isinstance(seq, int) else self._NONE)
+        self.ext.append(ext if isinstance(ext, int) else self.NONE)
+        self.seq.append(seq if isinstance(seq, int) else self.NONE)
 
     def rows(self, order: Iterable[int] | None = None) -> list[tuple[float, float, str, Any, Any]]:
-        none = self._NONE
+        none = self.NONE
         return [(self.ts[i], self.dur[i], self.names[i], None if self.ext[i] == none else self.ext[i],
                  None if self.seq[i] == none else self.seq[i]) for i in (order if order is not None else range(len(self.ts)))]
 
-    def sorted_rows(self) -> list[tuple[float, float, str, Any, Any]]:
+    def order(self) -> list[int]:
+        """Row numbers by start, longer first at equal starts."""
         ts, dur = self.ts, self.dur
-        return self.rows(sorted(range(len(ts)), key=lambda i: (ts[i], -dur[i])))
+        return sorted(range(len(ts)), key=lambda i: (ts[i], -dur[i]))
 
     def keep(self, want: Callable[[float], bool]) -> _Ops:
         out = _Ops()
@@ -358,21 +372,29 @@ def _without_skipped(ops_by_thread: dict[tuple[Any, Any], _Ops],
 
 
 def module_paths(flat: list[tuple[str, int, float, Any, str]]) -> list[str]:
+    """module_path_columns over rows of (name, parent, self, sequence number or None, module)."""
+    none = _Ops.NONE
+    return module_path_columns([r[0] for r in flat], [r[1] for r in flat], [none if r[3] is None else r[3] for r in flat],
+                               [r[4] for r in flat])
+
+
+def module_path_columns(names: list[str], parents: Sequence[int], seqs: Sequence[int], modules: list[str]) -> list[str]:
     """The module path of every op instance: the annotation around it in forward; in backward (autograd's own
     thread, outside any annotation) the module of the forward op whose sequence number the enclosing autograd node
-    (`MmBackward0`, `autograd::engine::evaluate_function: ...`) carries."""
-    forward: dict[Any, str] = {}
-    for name, _parent, _self, seq, module in flat:
-        if seq is not None and module and "Backward" not in name and seq not in forward:
+    (`MmBackward0`, `autograd::engine::evaluate_function: ...`) carries. A sequence number of _Ops.NONE is none."""
+    none = _Ops.NONE
+    forward: dict[int, str] = {}
+    for name, seq, module in zip(names, seqs, modules):
+        if seq != none and module and "Backward" not in name and seq not in forward:
             forward[seq] = module
     out: list[str] = []
-    for k, (_name, _parent, _self, _seq, module) in enumerate(flat):
+    for k, module in enumerate(modules):
         j = k
         while not module and j >= 0:
-            name, parent, _s, seq, _m = flat[j]
-            if seq is not None and "Backward" in name and seq in forward:
+            seq = seqs[j]
+            if seq != none and "Backward" in names[j] and seq in forward:
                 module = forward[seq]
                 break
-            j = parent
+            j = parents[j]
         out.append(module)
     return out
