@@ -133,16 +133,8 @@ class Capturer:
             with grad:
                 out = root(*args, **kwargs)
                 if opts.backward:
-                    if self.loss_of is None:
-                        raise RuntimeError("backward capture needs a loss")
-                    rec.in_backward = True
-                    self.loss_of(out).backward()
-        # Detach the recorder: a forward run between captured steps (hooks still attached) must record nothing.
-        self.stack.on_enter = self.stack.on_exit = None
-        if opts.backward:
-            rec.param_grads(root)
-        cap = rec.finish(_warning_lines(caught), self.synchronize)
-        self._keep_budget(rec.batcher)
+                    self._backward(rec, out)
+        cap = self._finished(rec, caught)
         faults = [m for m in hits if hasattr(m, "hits")]
         cap.fault_hits = faults[0].hits if faults else None
         return cap
@@ -190,15 +182,23 @@ class Capturer:
                 out = self._compiled_fn(*args, **kwargs)
                 rec.exit("", 0, out)
                 if opts.backward:
-                    if self.loss_of is None:
-                        raise RuntimeError("backward capture needs a loss")
-                    rec.in_backward = True
-                    self.loss_of(out).backward()
-        self.stack.on_enter = self.stack.on_exit = None
-        if opts.backward:
-            rec.param_grads(root)
-        cap = rec.finish(_warning_lines(caught), self.synchronize)
+                    self._backward(rec, out)
+        cap = self._finished(rec, caught)
         cap.compiled = opts.compiled
+        return cap
+
+    def _backward(self, rec: ValueRecorder, out: Any) -> None:
+        if self.loss_of is None:
+            raise RuntimeError("backward capture needs a loss")
+        rec.in_backward = True
+        self.loss_of(out).backward()
+
+    def _finished(self, rec: ValueRecorder, caught: list[warnings.WarningMessage]) -> Capture:
+        # Detach the recorder: a forward run between captured steps (hooks still attached) must record nothing.
+        self.stack.on_enter = self.stack.on_exit = None
+        if rec.backward:
+            rec.param_grads(self.root)
+        cap = rec.finish(_warning_lines(caught), self.synchronize)
         self._keep_budget(rec.batcher)
         return cap
 
