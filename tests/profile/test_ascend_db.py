@@ -68,6 +68,10 @@ def test_the_db_reads_as_the_text_export_of_the_same_program(trace: Trace) -> No
 
 
 def test_the_device_total_is_the_task_tables(trace: Trace, db: Path) -> None:
+    _totals_are_the_tables(trace, db)
+
+
+def _totals_are_the_tables(trace: Trace, db: Path) -> None:
     names = dict(_q(db, "select id, value from STRING_IDS"))
     comm_steps = {r[0] for r in _q(db, "select globalTaskId from COMMUNICATION_TASK_INFO")}
     collectives = _q(db, "select startNs, endNs, connectionId from COMMUNICATION_OP")
@@ -161,3 +165,19 @@ def test_npuports_marks_and_skips_in_a_database(tmp_path: Path) -> None:
     assert t.by_module[("mlp.fc", "aten::mm")].calls == 2
     assert t.by_module[("mlp.fc", "aten::mm")].kernels == {"MatMul": pytest.approx(3.5)}
     assert [s["name"] for s in t.steps] == ["ProfilerStep#1"]
+
+
+def test_a_level0_export_of_the_same_script_reads_alike(tmp_path: Path) -> None:
+    """The same script's step profiled at level 0 (no shapes, fewer tables filled): every aten op called as often as
+    in the level-1 samples, its totals its tables', nothing unattributed."""
+    rank = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(HERE / "db" / "level0_rank0_ascend_pt", rank)
+    gz = rank / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db.gz"
+    db = gz.with_suffix("")
+    db.write_bytes(gzip.decompress(gz.read_bytes()))
+    gz.unlink()
+    t = read_ascend(rank)
+    text = read_ascend(TEXT_RANK)
+    assert {k: v.calls for k, v in t.ops.items() if "::" in k} == {k: v.calls for k, v in text.ops.items() if "::" in k}
+    assert UNATTRIBUTED not in t.ops
+    _totals_are_the_tables(t, db)
