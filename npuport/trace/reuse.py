@@ -19,6 +19,7 @@ placed where the copy's backward began, and a note says so). `--no-reuse` record
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,8 @@ _META_KEY = META_KEY
 # attributes that differ between otherwise identical layers and select only their own state (a KV-cache slot)
 _OWN_INDEX = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "idx", "block_idx", "block_id"})
 _PRIMITIVE = (bool, int, float, str, type(None))
+_SET = object.__setattr__  # fills a frozen, slotted record made with object.__new__
+_META_FIELDS = tuple(f.name for f in dataclasses.fields(TensorMeta))
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,7 @@ class LayerReuse:
         # and a training template's (their AccumulateGrad calls are part of what is copied)
         self._skipped_weights: set[int] = set()
         self._template_weights: dict[int, Template] = {}
+        self._names: dict[tuple[str, str, str], str] = {}
 
     # -- hooks -----------------------------------------------------------------------------------------------------
     def __enter__(self) -> LayerReuse:
@@ -452,21 +456,31 @@ class LayerReuse:
         # one per tensor of every copied call (77,000 for Llama-2-70B's default scenarios): the template's fields taken
         # over as they are, the two ids mapped; not through the frozen dataclass's __init__ (a guarded setattr per field)
         made = object.__new__(TensorMeta)
-        fields = made.__dict__
-        fields.update(m.__dict__)
-        fields["id"] = self._id(ids, m.id)
+        put = _SET
+        for name in _META_FIELDS:
+            put(made, name, getattr(m, name))
+        put(made, "id", self._id(ids, m.id))
         if m.base is not None:
-            fields["base"] = self._id(ids, m.base)
+            put(made, "base", self._id(ids, m.base))
         return made
 
     def _copy_call(self, call: OpCall, ids: dict[int, int], frames: dict[int, int], old: str, new: str,
                    index: int) -> OpCall:
         made = OpCall(index, call.op, call.kind, call.phase, tuple(self._meta(m, ids) for m in call.inputs),
                       tuple(self._meta(m, ids) for m in call.outputs), call.args, call.kwargs,
-                      _rename(call.module, old, new), call.module_type, call.source, call.api,
+                      self._renamed(call.module, old, new), call.module_type, call.source, call.api,
                       frames.get(call.frame, call.frame) if call.frame is not None else None, call.mutated)
         self.pairs.append((made, call))  # indices settle at finish(): Trace.copy_of is made from these there
         return made
+
+    def _renamed(self, module: str, old: str, new: str) -> str:
+        """`_rename`, one string per (module, copy) shared by all its calls: a copied layer's calls would otherwise
+        each hold a string of their own."""
+        key = (module, old, new)
+        got = self._names.get(key)
+        if got is None:
+            got = self._names[key] = _rename(module, old, new)
+        return got
 
     def _copy_frame(self, frame: ApiFrame, ids: dict[int, int], old: str, new: str) -> int:
         fid = len(self.trace.frames)
