@@ -23,6 +23,7 @@ from npuport.ascendc_kernels.tiling_base import (
     align_up,
     ceil_div,
     even_start,
+    platform_of,
     split_even,
 )
 from npuport.cost.roofline import ChipProfile
@@ -120,7 +121,7 @@ def plan_norm(kind: NormKind, rows: int, h: int, dtype: str, chip: ChipProfile, 
         raise NpuportError(f"{kind}: unsupported dtype", "float16, bfloat16 or float32", f"{dtype}/{gamma_dtype}")
     if rows < 1 or h < 1:
         raise NpuportError(f"{kind}: empty input", "rows >= 1 and hidden >= 1", f"rows={rows}, h={h}")
-    p = chip.platform
+    p = platform_of(chip)
     block, budget = int(p["ubblock_size"]), int(p["ub_size"]) - ub_reserve
     repeat_bytes = int(p["vec_calc_size"]) * 2  # one vector repeat: vec_calc_size fp16 elements
     in_b, g_b = DTYPE_BYTES[dtype], DTYPE_BYTES[gamma_dtype or dtype]
@@ -167,7 +168,7 @@ def plan_norm(kind: NormKind, rows: int, h: int, dtype: str, chip: ChipProfile, 
 
 def ub_plan_of(kind: NormKind, t: NormTiling, chip: ChipProfile) -> UbPlan:
     """Rebuild the UB plan a tiling implies (tests check it against the budget)."""
-    p = chip.platform
+    p = platform_of(chip)
     return _plan(kind, t.rows_per_tile, t.row_stride, t.in_elem_bytes, t.gamma_elem_bytes, bool(t.has_beta),
                  bool(t.has_residual), int(p["ubblock_size"]), int(p["vec_calc_size"]) * 2)
 

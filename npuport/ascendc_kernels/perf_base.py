@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from npuport.ascendc_kernels.tiling_base import platform_of
 from npuport.cost.roofline import ChipProfile
 
 LAUNCH_S = 5e-6  # assumption: kernel launch + tiling copy on the stream
@@ -61,7 +62,7 @@ class PerfEstimate:
 
 def fp32_vector_rate(chip: ChipProfile) -> float:
     """fp32 element-ops per second over all vector cores: a repeat moves vec_calc_size*2 bytes = /4 fp32."""
-    p = chip.platform
+    p = platform_of(chip)
     return p["vector_core_cnt"] * (p["vec_calc_size"] * 2 / 4) * p["cube_freq_mhz"] * 1e6
 
 
@@ -74,7 +75,7 @@ def estimate(kernel: str, shape: str, dtype: str, chip: ChipProfile, *, hbm_byte
     memory_s = hbm_bytes / chip.memory_bandwidth
     vector_s = vector_ops / fp32_vector_rate(chip)
     cube_s = cube_flops / chip.peak_flops(dtype, matrix=True) if cube_flops else 0.0
-    scalar_s = syncs_per_core * SYNC_CYCLES / (chip.platform["cube_freq_mhz"] * 1e6)
+    scalar_s = syncs_per_core * SYNC_CYCLES / (platform_of(chip)["cube_freq_mhz"] * 1e6)
     times = {"memory": memory_s, "vector": vector_s, "cube": cube_s}
     bound = max(times, key=times.__getitem__)
     roofline = times[bound]

@@ -14,12 +14,34 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
+from npuport.cost.roofline import ChipProfile, load_chips
 from npuport.errors import NpuportError
 
 _CTYPES: dict[str, tuple[str, int]] = {
     "uint32_t": ("I", 4), "int32_t": ("i", 4), "float": ("f", 4),
     "uint64_t": ("Q", 8), "int64_t": ("q", 8),
 }
+
+
+# what the tilings and the performance model read of a chip's platform block (mappings/hardware.yaml, from CANN's
+# platform_config .ini of that chip)
+PLATFORM_KEYS = ("ub_size", "ubblock_size", "vec_calc_size", "vector_core_cnt", "cube_freq_mhz")
+
+
+def platform_of(chip: ChipProfile) -> dict[str, Any]:
+    """The chip's Ascend C platform numbers; a chip without them (a GPU, or an NPU whose CANN platform file is not
+    in mappings/hardware.yaml) cannot be tiled for, and says so in one line."""
+    p = chip.platform
+    missing = [k for k in PLATFORM_KEYS if k not in p]
+    if missing:
+        with_block = ", ".join(_chips_with_platform()) or "none"
+        raise NpuportError(f"the chip has no Ascend C platform numbers in mappings/hardware.yaml (missing "
+                           f"{', '.join(missing)})", f"a chip with a platform block: {with_block}", chip.name)
+    return p
+
+
+def _chips_with_platform() -> list[str]:
+    return [name for name, c in load_chips().items() if all(k in c.platform for k in PLATFORM_KEYS)]
 
 
 def ceil_div(a: int, b: int) -> int:

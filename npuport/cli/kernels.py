@@ -89,6 +89,6 @@ def perf_cmd(chip: str, **_: Any) -> None:
     \b
     Examples:
       npuport kernels perf
-      npuport kernels perf --chip Ascend910A
+      npuport kernels perf --chip Ascend910B
     """
     get_chip(chip)

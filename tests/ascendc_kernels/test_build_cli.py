@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import stat
 
+import pytest
 from click.testing import CliRunner
 
 from npuport.ascendc_kernels.build import KERNEL_SOURCES, build_steps, find_toolchain
@@ -92,6 +93,15 @@ def test_perf_and_bad_chip():
     assert r.exit_code == 0 and r.output.count("ESTIMATE") == 5
     bad = run("perf", "--chip", "B300")
     assert bad.exit_code == 2 and "unknown chip" in bad.output
+
+
+@pytest.mark.parametrize("chip", ["Ascend910A", "H200"])
+def test_perf_on_a_chip_without_platform_numbers_is_one_line(chip: str) -> None:
+    # a chip of hardware.yaml without the Ascend C platform block (UB size, vector cores) cannot be tiled for
+    r = run("perf", "--chip", chip)
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("error: the chip has no Ascend C platform numbers") and "Ascend910B" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
 
 
 def test_help_works_without_devices():

@@ -15,7 +15,7 @@ from typing import ClassVar, Iterator, Literal
 
 import torch
 
-from npuport.ascendc_kernels.tiling_base import PackedTiling, UbBuffer, UbPlan, align_up, ceil_div
+from npuport.ascendc_kernels.tiling_base import PackedTiling, UbBuffer, UbPlan, align_up, ceil_div, platform_of
 from npuport.cost.roofline import ChipProfile
 from npuport.errors import NpuportError
 
@@ -169,7 +169,7 @@ def plan_flash_attention(batch: int, heads_q: int, heads_kv: int, sq: int, skv: 
                            f"Nq={heads_q}, Nkv={heads_kv}")
     if min(batch, heads_q, sq, skv, d) < 1:
         raise NpuportError("flash_attention: empty input", "B, N, Sq, Skv, D >= 1", str((batch, heads_q, sq, skv, d)))
-    p = chip.platform
+    p = platform_of(chip)
     block, repeat_bytes = int(p["ubblock_size"]), int(p["vec_calc_size"]) * 2
     budget, cores = int(p["ub_size"]) - ub_reserve, int(p["vector_core_cnt"])
     if cores > MAX_VEC_CORES:
