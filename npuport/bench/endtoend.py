@@ -16,6 +16,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from npuport.bench.kernels import device_us
+from npuport.devices.profiler_chatter import without_profiler_chatter
 from npuport.devices.timer import Clock, Measurement, measure
 
 GAP_TOLERANCE = 0.10  # the step may exceed the op sum by this share before it is flagged
@@ -123,7 +124,7 @@ def _profile_step(step: Callable[[Any], None], inputs: Any, device: str, sync: C
         acts.append(ProfilerActivity.CUDA)
     elif hasattr(ProfilerActivity, "PrivateUse1"):
         acts.append(ProfilerActivity.PrivateUse1)
-    with profile(activities=acts) as prof:
+    with without_profiler_chatter(), profile(activities=acts) as prof:
         step(inputs)
         if sync:
             sync()

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from npuport.devices.profiler_chatter import without_profiler_chatter
 from npuport.errors import MappingError
 from npuport.mappings import load_checked
 
@@ -159,7 +160,7 @@ def record_names(device_kind: str, fn: Callable[[], Any], iters: int = 2,
     fn()  # first call outside the profile: lazy init, autotuning, handle creation
     if sync:
         sync()
-    with profile(activities=activities) as prof:
+    with without_profiler_chatter(), profile(activities=activities) as prof:
         for _ in range(iters):
             fn()
         if sync:

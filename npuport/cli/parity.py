@@ -117,7 +117,7 @@ def run_cmd(scenario: str, model: str | None, hf_config: str | None, output: str
     \b
     Examples:
       npuport parity --ref cuda --dev npu examples/gpt/model.py
-      npuport parity run --ref cpu --dev cpu64 --hf config.json --scenario decode:past=256 --golden cpu64
+      npuport parity run --ref cuda --dev npu --hf config.json --scenario decode:past=256 --golden cpu64
       npuport parity --ref cuda --dev npu model.py --format html -o parity.html --json-out parity.json
     """
     check_new([output, json_out], force)

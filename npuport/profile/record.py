@@ -25,10 +25,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import gzip
-import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 import warnings
@@ -40,6 +38,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from npuport.devices.device import NpuDevice, parse_device
+from npuport.devices.profiler_chatter import without_profiler_chatter
 from npuport.devices.runtime import backend, device_name, kind_of, resolve, synchronize
 from npuport.errors import NpuportError, describe_exception
 from npuport.model.hf.build import quiet_transformers
@@ -183,7 +182,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
                         else profile(activities=_activities(dev), record_shapes=True, profile_memory=False,
                                      schedule=schedule(wait=0, warmup=warmup, active=steps),
                                      on_trace_ready=lambda p: p.export_chrome_trace(str(raw))))
-            with _without_profiler_chatter(), real_path(), quiet_transformers(), quiet_torch_logs(), \
+            with without_profiler_chatter(), real_path(), quiet_transformers(), quiet_torch_logs(), \
                     _no_warnings(), marks, profiler as prof:
                 for i in range(warmup + steps):
                     if progress:
@@ -366,35 +365,6 @@ def host_probe(dev: str, calls: int = 2000, repeats: int = 3) -> float:
         synchronize(dev)
         best = min(best, (time.perf_counter() - t0) / calls)
     return best
-
-
-@contextlib.contextmanager
-def _without_profiler_chatter() -> Iterator[None]:
-    """Kineto prints "USDT: ... profiler_start/stop" lines on file descriptor 2 when a trace starts and stops, a
-    library's internal log a user must not see. fd 2 goes to a temporary file while the profiler runs (Python's
-    own stderr keeps the terminal, for the progress lines); what else was written there is passed on after."""
-    try:
-        saved = os.dup(2)
-    except OSError:  # no usable fd 2 (a closed stderr): nothing to filter
-        yield
-        return
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        sys.stderr.flush()
-        os.dup2(sink.fileno(), 2)
-        original = sys.stderr
-        sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            sys.stderr.close()
-            sys.stderr = original
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            rest = [ln for ln in sink.read().decode("utf-8", "replace").splitlines() if not ln.startswith("USDT:")]
-            if rest:
-                print("\n".join(rest), file=sys.stderr)
 
 
 def resolve_device(dev: str) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -53,3 +55,17 @@ def test_bench_text_from_audit_json(tmp_path):
     res = run("bench", "--from", str(audit), "--top", "5", "--no-kernel-check", *FAST)
     assert res.exit_code == 0, res.output
     assert "npuport bench" in res.output and "aten::addmm" in res.output and "end-to-end" in res.output
+
+
+def test_quiet_bench_leaves_stderr_empty(tmp_path):
+    # Kineto writes "USDT: ... profiler_start/stop" on file descriptor 2 each time a profile starts and stops (the
+    # kernel check, the whole-step timing); only a real process shows them, CliRunner captures sys.stderr alone
+    audit = tmp_path / "audit.json"
+    res = run("audit", str(FIX / "tiny.py"), "--scenario", "prefill:batch=2,seq=16", "--chip", "H200", "--format", "json",
+              "-o", str(audit), "--quiet")
+    assert res.exit_code == 0, res.output
+    done = subprocess.run([sys.executable, "-m", "npuport.cli.main", "bench", "--from", str(audit), "--top", "2", *FAST],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr
+    assert "npuport bench" in done.stdout
