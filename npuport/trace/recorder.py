@@ -45,10 +45,13 @@ _META_KEY = META_KEY
 _FAST_NAMES = frozenset({"__get__", "__set__", "dim", "size", "numel", "is_floating_point", "__len__", "stride"})
 
 
-def user_source(skip: int = 1) -> str | None:
-    """file:line of the innermost frame outside torch and npuport: the model code that issued the op."""
+def user_source(skip: int = 1, stop: FrameType | None = None) -> str | None:
+    """file:line of the innermost frame outside torch and npuport: the model code that issued the op. `stop` is the
+    frame that entered the recorder: an op whose stack reaches it without model code in between was issued by the
+    step's driver itself (FSDP's root hooks, the loss seed), and whatever called the audit (the CLI's click, a
+    notebook cell) is not its source."""
     frame: FrameType | None = sys._getframe(skip)
-    while frame is not None:
+    while frame is not None and frame is not stop:
         filename = frame.f_code.co_filename
         if not filename.startswith(_SKIP_PREFIXES):
             return f"{filename}:{frame.f_lineno}"
@@ -71,6 +74,8 @@ class _Context:
     view_bases: dict[int, int] = field(default_factory=dict)
     # while loss.backward() runs: where ops with no autograd node (the gradient seed) are attributed
     backward_tag: tuple | None = None
+    # the frame that entered the Recorder: where the search for an op's source line gives up (user_source)
+    boundary: FrameType | None = None
     # while a repeated layer's copy runs (npuport.trace.reuse): nothing is recorded, its autograd nodes get reuse_tag
     dormant: bool = False
     reuse_tag: ReuseTag | None = None
@@ -189,7 +194,7 @@ class _OpRecorder(TorchDispatchMode):
             module, module_type, source, api = tag[0], tag[1], tag[2], f"backward of {tag[3]}"
         else:
             module, module_type = self.modules.current_frame()
-            source, api = user_source(2), ctx.api
+            source, api = user_source(2, ctx.boundary), ctx.api
         owner = collectives.current_owner()
         if owner is not None:  # an FSDP unit's all-gather / reduce-scatter: the unit that owns the parameters
             module, module_type = owner, self.modules.types.get(owner, module_type)
@@ -234,7 +239,7 @@ class _OpRecorder(TorchDispatchMode):
             phase = "forward"
             module, module_type = self.modules.current_frame()
             if not ctx.source_known:
-                ctx.source, ctx.source_known = user_source(2), True
+                ctx.source, ctx.source_known = user_source(2, ctx.boundary), True
             source, api = ctx.source, ctx.api
             frame_id = self._frame_id(module, module_type, source)
         self.trace.calls.append(
@@ -367,6 +372,7 @@ class Recorder:
         return self._ops.observers
 
     def __enter__(self) -> "Recorder":
+        self._ctx.boundary = sys._getframe(1)
         self._owners = collectives.fsdp_attribution()
         self._owners.__enter__()
         self._modules.__enter__()
@@ -401,6 +407,7 @@ class Recorder:
             self.trace.notes.extend(self._reuse.notes)
         self._modules.__exit__(*exc)
         self._owners.__exit__(None, None, None)
+        self._ctx.boundary = None
 
 
 def iter_compute(trace: Trace) -> Iterator[OpCall]:
