@@ -765,7 +765,10 @@ def communication_section(data: dict[str, Any]) -> Section | None:
     target = data["chip"]
     for s in scen:
         crow = []
-        for r in s["communication"]["collectives"]:
+        rows_in = s["communication"]["collectives"]
+        if len(rows_in) > _COLLECTIVE_ROWS:  # the terminal shows the ones that take the most time on the target
+            rows_in = sorted(rows_in, key=lambda r: -r["calls"] * r["time_s_per_call"].get(target, 0.0))
+        for r in rows_in:
             h = r.get("hccl") or {}
             crow.append([r["kind"] + (" (est.)" if r["estimated"] else ""), r["phase"], r["module"] or "(root)",
                          str(r["calls"]), fmt_si(r["bytes"], "B"), r["dtype"], str(r["group_size"]),
@@ -774,10 +777,14 @@ def communication_section(data: dict[str, Any]) -> Section | None:
         table = Table(f"collectives_{s['name']}", f"Collectives in {s['name']} (per call on {target})",
                       [Column("collective"), Column("phase"), Column("module", kind="code"), Column("calls", "right"),
                        Column("bytes", "right"), Column("dtype", priority=1), Column("group", "right", priority=1),
-                       Column("time", "right"), Column("overlap", priority=2), Column("HCCL", kind="status")], crow)
-        sec.details.append(table) if len(crow) > 12 else sec.tables.append(table)
+                       Column("time", "right"), Column("overlap", priority=2), Column("HCCL", kind="status")], crow,
+                      limit=_COLLECTIVE_ROWS, more="{n} more collectives (less time) in --format markdown / html / json")
+        sec.tables.append(table)
     sec.after += [f"estimated: {e}" for e in dist.get("estimated", [])] + [f"note: {n}" for n in dist.get("notes", [])]
     return sec
+
+
+_COLLECTIVE_ROWS = 12  # a scenario's collectives the terminal lists; markdown, HTML and JSON list all
 
 
 def build(data: dict[str, Any], top: int = 30, show_views: bool = False) -> list[Section]:

@@ -3,6 +3,7 @@ really issues, with their bytes counted by hand from the model's sizes (docs/sca
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -12,11 +13,13 @@ import pytest
 import torch
 import torch.distributed as dist
 from click.testing import CliRunner
+from rich.console import Console
 
 from npuport import api
 from npuport.cli.main import cli
 from npuport.errors import NpuportError
 from npuport.model.distributed import fake_world, parse_layout
+from npuport.render.audit_text import render_text
 from npuport.trace.collectives import describe, is_collective
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,6 +98,27 @@ def test_parallel_layout_on_an_hf_config_hand_counted(tmp_path: Path) -> None:
     dist_json = data["distributed"]
     assert dist_json["layout"] == "tp=2,dp=2,zero=3" and dist_json["world_size"] == 4
     assert dist_json["tp_plan"]["model.layers.*.mlp.down_proj"] == "rowwise"
+
+
+def test_a_long_collectives_table_shows_its_costliest_rows_in_the_terminal(tmp_path: Path) -> None:
+    """More collectives than the terminal lists (13 rows here): the costliest 12 on the target, then a line saying how
+    many more and where they are; the table stays in the text report (it was moved out of it whole)."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(TINY_LLAMA))
+    _, data = api.audit(api.ModelSpec(hf_config=str(cfg)),
+                        api.AuditOptions(scenarios=("train:batch=2,seq=64",), parallel="tp=2,dp=2,zero=3"))
+    rows = _rows(data, "train")
+    assert len(rows) == 13
+    console = Console(width=200, record=True, file=io.StringIO())
+    render_text(data, console)
+    text = console.export_text()
+    lines = text[text.index("Collectives in train"):].splitlines()[3:]
+    shown = lines[:lines.index(next(ln for ln in lines if "more collectives" in ln))]
+    assert len(shown) == 12 and "1 more collectives (less time) in --format markdown / html / json" in text
+    chip = data["chip"]
+    totals = sorted((r["calls"] * r["time_s_per_call"][chip] for r in rows), reverse=True)
+    first = max(rows, key=lambda r: r["calls"] * r["time_s_per_call"][chip])
+    assert shown[0].split()[:2] == [first["kind"], first["phase"]] and totals[0] > totals[-1]
 
 
 def test_layouts_that_are_estimated(tmp_path: Path) -> None:
