@@ -111,6 +111,7 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
         "model": {
             "name": m.name,
             "origin": m.origin,
+            "entry": m.entry,
             "parameters": m.parameters,
             "dtype": m.dtype,
             "dtype_source": m.dtype_source,

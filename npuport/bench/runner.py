@@ -73,7 +73,8 @@ def _loader_from_origin(data: dict[str, Any], dtype: str | None, attn: str) -> C
         return None
     if origin.endswith(".json"):
         return lambda: load_target(hf_config=origin, dtype=dtype, attn=attn, fake=False)
-    return lambda: load_target(model=origin, fake=False)
+    entry = (data.get("model") or {}).get("entry")  # the builder a `file.py:function` audit used (schema 1.x: absent)
+    return lambda: load_target(model=origin, entry=entry, fake=False)
 
 
 def run_bench(

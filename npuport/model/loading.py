@@ -53,6 +53,7 @@ class LoadedModel:
     attn: str | None = None
     parallelize: Callable[..., Any] | None = None  # the model file's parallelize(model, device_type), if it has one
     distributed: Distributed | None = None  # set when traced as one rank of a job (npuport.model.distributed)
+    entry: str | None = None  # a model file's builder when it is not build_model() (`file.py:function`, --entry)
 
     @property
     def parameters(self) -> int:
@@ -206,6 +207,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
     return LoadedModel(
         name=(file.resolve().parent.name if file.stem == "model" else file.stem) + ("" if builder_name == "build_model" else f":{builder_name}"),
         origin=str(file),
+        entry=None if builder_name == "build_model" else builder_name,
         module=model,
         mode=mode,
         make_inputs=make,

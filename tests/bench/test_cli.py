@@ -69,3 +69,19 @@ def test_quiet_bench_leaves_stderr_empty(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr == "", done.stderr
     assert "npuport bench" in done.stdout
+
+
+def test_bench_from_an_audit_of_a_named_builder_times_the_whole_step(tmp_path):
+    # `model.py:function`: the audit JSON keeps the builder's name, so bench --from rebuilds the same model for its
+    # whole-step timing (it looked for build_model() and skipped the step)
+    audit = tmp_path / "audit.json"
+    res = run("audit", str(FIX / "tiny.py") + ":alt_builder", "--scenario", "prefill:batch=2,seq=16", "--chip", "H200",
+              "-o", str(audit), "--quiet")
+    assert res.exit_code == 0, res.output
+    assert json.loads(audit.read_text())["model"]["entry"] == "alt_builder"
+    out = tmp_path / "bench.json"
+    res = run("bench", "--from", str(audit), "--top", "1", "--no-kernel-check", "-o", str(out), *FAST)
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert data["end_to_end"]["step"]["median_s"] > 0, data.get("notes")
+    assert not any("defines no function" in n for n in data.get("notes", []))
