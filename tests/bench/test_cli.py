@@ -74,11 +74,15 @@ def test_quiet_bench_leaves_stderr_empty(tmp_path):
 def test_bench_from_an_audit_of_a_named_builder_times_the_whole_step(tmp_path):
     # `model.py:function`: the audit JSON keeps the builder's name, so bench --from rebuilds the same model for its
     # whole-step timing (it looked for build_model() and skipped the step)
+    model = tmp_path / "named.py"  # no build_model(): only the named builder can make the model
+    model.write_text("import torch\n\n\ndef make_mlp():\n    return torch.nn.Sequential(torch.nn.Linear(16, 32), "
+                     "torch.nn.GELU(), torch.nn.Linear(32, 4))\n\n\ndef example_inputs(scenario):\n"
+                     "    return (torch.randn(scenario.batch, scenario.seq, 16),)\n")
     audit = tmp_path / "audit.json"
-    res = run("audit", str(FIX / "tiny.py") + ":alt_builder", "--scenario", "prefill:batch=2,seq=16", "--chip", "H200",
+    res = run("audit", f"{model}:make_mlp", "--scenario", "prefill:batch=2,seq=16", "--chip", "H200",
               "-o", str(audit), "--quiet")
     assert res.exit_code == 0, res.output
-    assert json.loads(audit.read_text())["model"]["entry"] == "alt_builder"
+    assert json.loads(audit.read_text())["model"]["entry"] == "make_mlp"
     out = tmp_path / "bench.json"
     res = run("bench", "--from", str(audit), "--top", "1", "--no-kernel-check", "-o", str(out), *FAST)
     assert res.exit_code == 0, res.output
