@@ -89,7 +89,8 @@ def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], 
     """
     if (model is None) == (hf_config is None):
         raise NpuportError("give exactly one model", "MODEL (a model.py) or --hf CONFIG.json", f"MODEL={model!r}, --hf={hf_config!r}")
-    check_new([output, json_out], force)  # fail before the (long) audit, not after it
+    # fail before the (long) audit, not after it
+    check_new([output, json_out], force, inputs=[model, hf_config, *_.get("profiles", ())])
     if static_only:
         if model is None:
             raise NpuportError("--static-only scans source files", "a model.py (not --hf)", f"--hf {hf_config}")

@@ -3,11 +3,12 @@ benchmark itself runs in npuport.cli.bench_impl, imported (with torch) only afte
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 
-from npuport.cli.common import check_new, handle_errors, say
+from npuport.cli.common import check_new, check_out_dir, handle_errors, say
 from npuport.cli.lazy import Command
 from npuport.cli.options import chip_option, deprecated, quiet_debug, report_options, scenario_option, wide_option
 from npuport.cost.roofline import get_chip
@@ -78,7 +79,8 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, scen
     """
     if reps < 1 or warmup < 0 or shapes < 1:
         raise NpuportError("bad repetition options", "--reps >= 1, --warmup >= 0, --shapes >= 1", f"--reps {reps} --warmup {warmup} --shapes {shapes}")
-    check_new([output, json_out], force)
+    check_new([output, json_out], force, inputs=[model, hf_config, audit_json])
+    check_emit(_.get("emit_dir"), force)
     candidates(cands)
     if scenario is not None:
         if audit_json is not None and ":" in scenario:
@@ -88,3 +90,12 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, scen
     if chip is not None:
         get_chip(chip)
     say(quiet, f"loading {model or hf_config or audit_json}")
+
+
+def check_emit(emit_dir: str | None, force: bool) -> None:
+    """--emit DIR writes one script per case: never into a file, and never over scripts already there (a user may
+    have edited them) unless --force."""
+    check_out_dir(emit_dir, "--emit")
+    if emit_dir and Path(emit_dir).is_dir() and any(Path(emit_dir).iterdir()) and not force:
+        raise NpuportError(f"--emit {emit_dir} already holds files", "a new or empty folder, or --force to replace "
+                           "the scripts in it", emit_dir)

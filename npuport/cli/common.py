@@ -82,10 +82,10 @@ def as_usage_error(exc: click.ClickException) -> UsageError:
 def write_output(path: str, text: str, force: bool, protected: list[Path] | None = None) -> None:
     """Write atomically (temp file + rename); never replace an existing file unless --force, never an input."""
     target = Path(path)
-    for p in protected or []:
-        if target.resolve() == Path(p).resolve():
-            raise NpuportError(f"refusing to write the report over an input file {target}", "an output path that is not one of the inputs", str(target))
-    if target.exists() and not force:
+    _not_an_input(target, [str(p) for p in protected or []])
+    if target.is_dir():
+        raise NpuportError(f"{target} is a folder", "a file path for the report", str(target))
+    if os.path.lexists(target) and not force:
         raise NpuportError(f"{target} already exists", "a new output path, or --force to replace it", str(target))
     if target.parent and not target.parent.exists():
         raise NpuportError(f"output folder {target.parent} does not exist", "an existing folder", str(target.parent))
@@ -103,11 +103,53 @@ def write_output(path: str, text: str, force: bool, protected: list[Path] | None
         raise
 
 
-def check_new(paths: list[str | None], force: bool) -> None:
-    """Fail before a long run, not after it, when an output file exists and --force was not given."""
+def check_new(paths: list[str | None], force: bool, inputs: list[str | None] | tuple[str | None, ...] = ()) -> None:
+    """Fail before a long run, not after it, on an output path the report could not or must not be written to: one
+    that exists without --force (a dangling link too), a folder, one in a folder that does not exist, the same path
+    given twice (-o and --json-out), or one of the inputs or a path inside an input folder (a record, a profile)."""
+    seen: set[str] = set()
     for path in paths:
-        if path and Path(path).exists() and not force:
+        if path is None:
+            continue
+        if not path.strip():
+            raise NpuportError("an output path is empty", "a file name", repr(path))
+        target = Path(path)
+        key = os.path.abspath(path)
+        if key in seen:
+            raise NpuportError(f"{path} is given as two outputs", "a different file for each (-o, --json-out)", path)
+        seen.add(key)
+        _not_an_input(target, [str(p) for p in inputs if p])
+        if target.is_dir():
+            raise NpuportError(f"{path} is a folder", "a file path for the report", path)
+        if os.path.lexists(target) and not force:
             raise NpuportError(f"{path} already exists", "a new output path, or --force to replace it", path)
+        parent = target.parent
+        if not parent.exists():
+            raise NpuportError(f"output folder {parent} does not exist", "an existing folder", str(parent))
+        if not parent.is_dir():
+            raise NpuportError(f"{parent} is not a folder", "an existing folder for the report", str(parent))
+
+
+def _not_an_input(target: Path, inputs: list[str]) -> None:
+    """The report never replaces what the command reads: an input file (through a link too) or anything inside an
+    input folder (a parity record, an Ascend profiler folder)."""
+    where = target.resolve()
+    for given in inputs:
+        src = Path(given)
+        if not src.exists() and ":" in given:  # model.py:function
+            src = Path(given.rsplit(":", 1)[0])
+        if not src.exists():
+            continue  # a device name (cuda, npu), or an input another check reports
+        real = src.resolve()
+        if where == real or src.is_dir() and where.is_relative_to(real):
+            raise NpuportError(f"refusing to write the report over an input: {target}",
+                               "an output path that is not one of the inputs nor inside an input folder", str(target))
+
+
+def check_out_dir(path: str | None, what: str) -> None:
+    """A folder the command creates or fills (--out-dir, --emit) must not be a file: one line, before any work."""
+    if path and os.path.lexists(path) and not Path(path).is_dir():
+        raise NpuportError(f"{what} {path} is a file", "a folder to create, or one this command wrote before", path)
 
 
 def pick_format(fmt: str | None, output: str | None, formats: tuple[str, ...]) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import click
 
-from npuport.cli.common import check_new, handle_errors, say
+from npuport.cli.common import check_new, check_out_dir, handle_errors, say
 from npuport.cli.lazy import Command, Group
 from npuport.cli.options import deprecated, quiet_debug, report_options, scenario_option, top_option, wide_option
 from npuport.errors import NpuportError
@@ -120,7 +120,7 @@ def run_cmd(scenario: str, model: str | None, hf_config: str | None, output: str
       npuport parity run --ref cuda --dev npu --hf config.json --scenario decode:past=256 --golden cpu64
       npuport parity --ref cuda --dev npu model.py --format html -o parity.html --json-out parity.json
     """
-    check_new([output, json_out], force)
+    check_new([output, json_out], force, inputs=[model, hf_config, _.get("ref"), _.get("dev"), _.get("golden")])
     _checks(scenario, quiet, model, hf_config)
 
 
@@ -146,7 +146,7 @@ def compare_cmd(scenario: str, model: str | None, hf_config: str | None, output:
       npuport parity compare --ref REF_DIR --dev DEV_DIR --format markdown -o parity.md
       torchrun --nproc-per-node 8 $(which npuport) parity compare model.py --ref REF_DIR --dev npu
     """
-    check_new([output, json_out], force)
+    check_new([output, json_out], force, inputs=[model, hf_config, _.get("ref"), _.get("dev"), _.get("golden")])
     _checks(scenario, quiet, model, hf_config)
 
 
@@ -170,4 +170,5 @@ def record_cmd(scenario: str, model: str | None, hf_config: str | None, out_dir:
     """
     if not out_dir:
         raise NpuportError("parity record needs the directory to create", "--out-dir DIR", "no --out-dir")
+    check_out_dir(out_dir, "--out-dir")
     _checks(scenario, quiet, model, hf_config)

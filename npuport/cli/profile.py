@@ -9,9 +9,10 @@ from typing import Any
 
 import click
 
-from npuport.cli.common import check_new, handle_errors
+from npuport.cli.common import check_new, check_out_dir, handle_errors
 from npuport.cli.lazy import Command, Group
 from npuport.cli.options import quiet_debug, report_options, scenario_option, top_option, wide_option
+from npuport.errors import NpuportError
 
 
 @click.group("profile", cls=Group)
@@ -64,8 +65,10 @@ def record(model: str | None, hf_config: str | None, out_dir: str, force: bool, 
       npuport audit --hf examples/configs/llama-2-7b.json --chip H200 --scenario decode:batch=1,past=2048 \\
           --profile llama7b/decode.profile.json
     """
-    if not model and not hf_config:
-        raise click.UsageError("give MODEL or --hf CONFIG.json")
+    if (model is None) == (hf_config is None):
+        raise NpuportError("give exactly one model", "MODEL (a model.py) or --hf CONFIG.json",
+                           f"MODEL={model!r}, --hf={hf_config!r}")
+    check_out_dir(out_dir, "--out-dir")
     names = [s.split(":", 1)[0] for s in (scenarios or ("prefill",))]
     raw = "_ascend_pt" if dev.split(":", 1)[0] == "npu" else ".trace.json.gz"  # the raw trace this device writes
     check_new([str(Path(out_dir) / f"{n}{ext}") for n in names for ext in (".profile.json", raw)], force)
@@ -92,7 +95,7 @@ def import_trace(output: str, force: bool, **_: Any) -> None:
       npuport profile import prof/host_123_ascend_pt -o npu.profile.json
       npuport profile import run.sqlite -o nsys.profile.json
     """
-    check_new([output], force)
+    check_new([output], force, inputs=[_.get("trace")])
 
 
 @profile.command("compare", cls=Command, impl="npuport.cli.profile_impl:compare")
@@ -117,4 +120,4 @@ def compare(output: str | None, json_out: str | None, force: bool, **_: Any) -> 
       npuport profile compare run1.profile.json run2.profile.json --format markdown -o diff.md
       npuport profile compare cuda.profile.json host_1_ascend_pt --audit audit.json --top 40
     """
-    check_new([output, json_out], force)
+    check_new([output, json_out], force, inputs=[_.get("base"), _.get("new"), _.get("audit_json")])

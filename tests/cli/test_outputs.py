@@ -1,0 +1,81 @@
+"""Where a report may go, checked before any work: never over an input (a model file, a config, an audit JSON, a
+parity record or anything inside it), never into a folder or a missing one, never twice, and the folders a command
+fills (--out-dir, --emit) never a file. Each refusal is one `error:` line, exit 2, and leaves the inputs as they were."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from npuport.cli.main import cli
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "models"
+
+
+def _run(args: list[str], cwd: Path) -> tuple[int, str]:
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        res = CliRunner().invoke(cli, args)
+    finally:
+        os.chdir(old)
+    return res.exit_code, res.output
+
+
+@pytest.fixture()
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "tiny.py").write_text((FIX / "tiny.py").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    (tmp_path / "note.txt").write_text("keep")
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "manifest.json").write_text('{"schema": "npuport.parity/1"}')
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "emitted").mkdir()
+    (tmp_path / "emitted" / "01_case.py").write_text("# edited by hand")
+    (tmp_path / "dangling.txt").symlink_to(tmp_path / "nowhere")
+    return tmp_path
+
+
+CASES = [
+    # the report over an input, --force or not
+    (["audit", "tiny.py", "-o", "tiny.py", "--force"], "refusing to write the report over an input"),
+    (["bench", "tiny.py", "-o", "tiny.py", "--force"], "refusing to write the report over an input"),
+    (["bench", "--from", "note.txt", "--json-out", "note.txt", "--force"], "refusing to write the report over an input"),
+    (["parity", "run", "--ref", "cpu", "--dev", "cpu", "tiny.py", "-o", "tiny.py", "--force"],
+     "refusing to write the report over an input"),
+    (["parity", "compare", "--ref", "rec", "--dev", "rec", "-o", "rec/manifest.json", "--force"],
+     "refusing to write the report over an input"),
+    (["parity", "compare", "--ref", "rec", "--dev", "cpu", "tiny.py", "--json-out", "rec/new.json"],
+     "refusing to write the report over an input"),
+    (["profile", "import", "note.txt", "-o", "note.txt", "--force"], "refusing to write the report over an input"),
+    # a folder, a missing folder, a file as a folder, one path twice, an empty path, a dangling link
+    (["audit", "tiny.py", "-o", "folder", "--force"], "folder is a folder"),
+    (["audit", "tiny.py", "-o", "missing/report.json"], "output folder missing does not exist"),
+    (["audit", "tiny.py", "-o", "note.txt/report.json"], "note.txt is not a folder"),
+    (["audit", "tiny.py", "-o", "r.json", "--json-out", "r.json"], "r.json is given as two outputs"),
+    (["audit", "tiny.py", "-o", ""], "an output path is empty"),
+    (["audit", "tiny.py", "-o", "dangling.txt"], "dangling.txt already exists"),
+    (["kernels", "list", "-o", "folder", "--force"], "folder is a folder"),
+    # folders a command fills
+    (["parity", "record", "--dev", "cpu", "tiny.py", "--out-dir", "note.txt", "--force"], "--out-dir note.txt is a file"),
+    (["profile", "record", "tiny.py", "--out-dir", "note.txt"], "--out-dir note.txt is a file"),
+    (["bench", "tiny.py", "--emit", "note.txt"], "--emit note.txt is a file"),
+    (["bench", "tiny.py", "--emit", "emitted"], "--emit emitted already holds files"),
+    (["profile", "record", "tiny.py", "--hf", "config.json", "--out-dir", "p"], "give exactly one model"),
+]
+
+
+@pytest.mark.parametrize("args, needle", CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_refused_in_one_line_before_any_work(work: Path, args: list[str], needle: str) -> None:
+    before = {p: p.read_bytes() for p in work.rglob("*") if p.is_file()}
+    code, out = _run(args, work)
+    assert code == 2, out
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out
+    assert {p: p.read_bytes() for p in work.rglob("*") if p.is_file()} == before  # nothing written, nothing lost
+    assert sorted(p.name for p in work.iterdir()) == sorted(["tiny.py", "config.json", "note.txt", "rec", "folder",
+                                                              "emitted", "dangling.txt"])
