@@ -111,7 +111,12 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
     if layout is not None and opts.world_size is not None and opts.world_size != layout.world_size:
         raise NpuportError("--world-size does not match --parallel", f"{layout.world_size} ranks for {layout.describe()}",
                            str(opts.world_size))
+    if opts.world_size is not None and opts.world_size < 1:  # 0 would read as "no job" and trace a single process
+        raise NpuportError("bad --world-size", "a number of ranks, at least 1", str(opts.world_size))
     ranks = stage_ranks(layout) if layout is not None else opts.world_size
+    if opts.rank and not ranks:
+        raise NpuportError("--rank names a rank of a job", "--world-size N or --parallel with it",
+                           f"--rank {opts.rank} alone")
     with collector_paused():
         return _audit_paused(spec, opts, chip, parsed, measured, layout, ranks, release, progress)
 

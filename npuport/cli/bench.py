@@ -10,7 +10,16 @@ import click
 
 from npuport.cli.common import check_new, check_out_dir, handle_errors, say
 from npuport.cli.lazy import Command
-from npuport.cli.options import chip_option, deprecated, quiet_debug, report_options, scenario_option, wide_option
+from npuport.cli.options import (
+    chip_option,
+    deprecated,
+    not_negative,
+    positive,
+    quiet_debug,
+    report_options,
+    scenario_option,
+    wide_option,
+)
 from npuport.cost.roofline import get_chip
 from npuport.errors import NpuportError
 from npuport.model.scenarios import DEFAULTS, parse_scenarios
@@ -45,8 +54,8 @@ def candidates(text: str) -> set[str] | None:
 @click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto (SDPA where the class has it), sdpa, eager.")
 @click.option("--reps", default=50, show_default=True, help="Timed repetitions per candidate (at most).")
 @click.option("--warmup", default=10, show_default=True, help="Untimed calls before timing.")
-@click.option("--budget", "budget_s", default=0.5, show_default=True, help="Seconds of timed calls per candidate; slow ops get fewer reps (never under 5).")
-@click.option("--rotate-mb", default=256, show_default=True, help="Rotate input sets until they span this many MiB (defeats cache reuse).")
+@click.option("--budget", "budget_s", default=0.5, show_default=True, callback=positive, help="Seconds of timed calls per candidate; slow ops get fewer reps (never under 5).")
+@click.option("--rotate-mb", default=256, show_default=True, callback=not_negative, help="Rotate input sets until they span this many MiB (defeats cache reuse).")
 @click.option("--candidates", "cands", default="auto", show_default=True, help="Comma list of eager, compile, graph, alt (registered alternatives); auto: all but graph (cpu: no compile).")
 @click.option("--graph-below-us", default=20.0, show_default=True, help="With the graph candidate: capture only ops under this eager time.")
 @click.option("--pin-cpu", type=int, metavar="CORE", help="Pin the launching thread to one CPU core.")

@@ -157,7 +157,11 @@ def pick_format(fmt: str | None, output: str | None, formats: tuple[str, ...]) -
     if fmt:
         return fmt
     guessed = EXTENSIONS.get(Path(output).suffix.lower(), "text") if output else "text"
-    return guessed if guessed in formats else "text"
+    if guessed not in formats:  # x.html from a command without HTML: a text file named .html would mislead
+        raise NpuportError(f"{output}: its extension asks for {guessed}, which this command does not write",
+                           "an extension of " + ", ".join(e for e, f in EXTENSIONS.items() if f in formats)
+                           + " (or --format)", str(output))
+    return guessed
 
 
 def as_json(data: Any) -> str:

@@ -6,6 +6,7 @@ lists what the data holds. Light on purpose: click and the mappings loaders only
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, TypeVar
 
 import click
@@ -34,6 +35,20 @@ def _apply(fn: F, opts: list[Callable[[Any], Any]]) -> F:
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
+
+
+def positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A click callback: a number that must be finite and above zero (a tolerance, a time budget)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"expected a finite number above 0, received {value}")
+    return value
+
+
+def not_negative(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A click callback: a finite number, zero or more (a size to rotate through)."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"expected a finite number, 0 or more, received {value}")
+    return value
 
 
 def quiet_debug(fn: F) -> F:

@@ -13,13 +13,22 @@ Exit codes: 0 parity holds, 1 divergence, 2 usage or input error.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 import click
 
 from npuport.cli.common import check_new, check_out_dir, handle_errors, say
 from npuport.cli.lazy import Command, Group
-from npuport.cli.options import deprecated, quiet_debug, report_options, scenario_option, top_option, wide_option
+from npuport.cli.options import (
+    deprecated,
+    positive,
+    quiet_debug,
+    report_options,
+    scenario_option,
+    top_option,
+    wide_option,
+)
 from npuport.errors import NpuportError
 from npuport.model.scenarios import parse_scenario
 
@@ -64,11 +73,18 @@ def _model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def _golden(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The golden is float64: cpu64 run now, or a record of one (a folder); `cpu` would compare in float32."""
+    if value is not None and value != "cpu64" and not Path(value).is_dir():
+        raise click.BadParameter(f"expected cpu64 or a record folder of a cpu64 run, received {value!r}")
+    return value
+
+
 def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
-        click.option("--golden", metavar="cpu64|DIR", help="A float64 golden: cpu64 runs the model on the CPU in float64; the verdict becomes relative."),
-        click.option("--k", "k", type=float, help="Relative verdict factor for every dtype (default: per dtype in mappings/tolerances.yaml)."),
-        click.option("--rel-l2", "rel_l2", type=float, help="Absolute rel_l2 threshold for every dtype."),
+        click.option("--golden", metavar="cpu64|DIR", callback=_golden, help="A float64 golden: cpu64 runs the model on the CPU in float64; the verdict becomes relative."),
+        click.option("--k", "k", type=float, callback=positive, help="Relative verdict factor for every dtype (default: per dtype in mappings/tolerances.yaml)."),
+        click.option("--rel-l2", "rel_l2", type=float, callback=positive, help="Absolute rel_l2 threshold for every dtype."),
         click.option("--no-localize", is_flag=True, help="Skip the replay of the first divergent module."),
         click.option("--allow-unmatched", is_flag=True, help="Entries present on one side only do not fail the run (still listed)."),
         report_options(FORMATS),

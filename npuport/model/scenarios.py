@@ -86,6 +86,8 @@ def parse_scenario(text: str) -> Scenario:
     for part in opts.split(","):
         key, eq, val = part.partition("=")
         key = key.strip()
+        if key in values:  # batch=1,batch=2: which one was meant is not for us to guess
+            raise NpuportError(f"{key}= given twice in {text!r}", "each of batch=, seq=, past=, mode= at most once", text)
         if key == "mode" and eq:
             if val.strip() not in MODES:
                 raise NpuportError(f"bad scenario option {part!r} in {text!r}", "mode=eager, mode=graph or mode=compile", part)

@@ -79,3 +79,25 @@ def test_refused_in_one_line_before_any_work(work: Path, args: list[str], needle
     assert {p: p.read_bytes() for p in work.rglob("*") if p.is_file()} == before  # nothing written, nothing lost
     assert sorted(p.name for p in work.iterdir()) == sorted(["tiny.py", "config.json", "note.txt", "rec", "folder",
                                                               "emitted", "dangling.txt"])
+
+
+OPTION_CASES = [
+    (["parity", "run", "tiny.py", "--ref", "cpu", "--dev", "cpu", "--golden", "cpu"], "expected cpu64 or a record folder"),
+    (["parity", "compare", "--ref", "rec", "--dev", "rec", "--k", "-1"], "expected a finite number above 0"),
+    (["parity", "compare", "--ref", "rec", "--dev", "rec", "--rel-l2", "nan"], "expected a finite number above 0"),
+    (["bench", "tiny.py", "--budget", "-1"], "expected a finite number above 0"),
+    (["bench", "tiny.py", "--rotate-mb", "-5"], "expected a finite number, 0 or more"),
+    (["audit", "tiny.py", "--world-size", "0"], "bad --world-size"),
+    (["audit", "tiny.py", "--rank", "3"], "--rank names a rank of a job"),
+    (["audit", "tiny.py", "--scenario", "prefill:batch=1,batch=2"], "batch= given twice"),
+    (["coverage", "list", "--status", "native", "-o", "list.md"], "its extension asks for markdown"),
+]
+
+
+@pytest.mark.parametrize("args, needle", OPTION_CASES, ids=[" ".join(a) for a, _ in OPTION_CASES])
+def test_options_out_of_range_are_one_line(work: Path, args: list[str], needle: str) -> None:
+    code, out = _run(args, work)
+    assert code == 2, out
+    errors = [ln for ln in out.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and needle in errors[0] and "Traceback" not in out, out
+    assert not (work / "list.md").exists()
