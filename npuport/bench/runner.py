@@ -110,16 +110,21 @@ def run_bench(
     all_cases: list[BenchCase] | None = None
     if audit_json:
         data = _load_json(audit_json)
-        sc_name, cases, skipped = cases_from_json(data, scenario.split(":")[0] if scenario else None, top, shapes)
-        model_info = dict(data.get("model") or {}, audit_chip=data.get("chip"), source=str(audit_json))
-        loader = _loader_from_origin(data, dtype or (data.get("model") or {}).get("dtype"), attn)
+        try:  # the audit JSON's fields read without defaults: a hand-edited or foreign file fails here in one line
+            sc_name, cases, skipped = cases_from_json(data, scenario.split(":")[0] if scenario else None, top, shapes)
+            model_info = dict(data.get("model") or {}, audit_chip=data.get("chip"), source=str(audit_json))
+            loader = _loader_from_origin(data, dtype or (data.get("model") or {}).get("dtype"), attn)
 
-        sc_obj = next((parse_scenarios([f"{s['kind']}:batch={s['batch']},seq={s['seq']}" + (f",past={s['past']}" if s.get("past") else "")])[0]
-                       for s in data["scenarios"] if s["name"] == sc_name), None)
-        if e2e:
-            _, all_cases, _ = cases_from_json(data, sc_name, top=0, shapes=10**6)
-            total_calls = sum(o["scenarios"][sc_name]["calls"] for o in data["ops"] if o.get("kind") == "compute" and sc_name in o["scenarios"])
-            total_est = next(s["estimated_time_s"] for s in data["scenarios"] if s["name"] == sc_name)
+            sc_obj = next((parse_scenarios([f"{s['kind']}:batch={s['batch']},seq={s['seq']}" + (f",past={s['past']}" if s.get("past") else "")])[0]
+                           for s in data["scenarios"] if s["name"] == sc_name), None)
+            if e2e:
+                _, all_cases, _ = cases_from_json(data, sc_name, top=0, shapes=10**6)
+                total_calls = sum(o["scenarios"][sc_name]["calls"] for o in data["ops"] if o.get("kind") == "compute" and sc_name in o["scenarios"])
+                total_est = next(s["estimated_time_s"] for s in data["scenarios"] if s["name"] == sc_name)
+        except (KeyError, TypeError, ValueError, AttributeError, StopIteration) as exc:
+            raise NpuportError(f"{audit_json} is not an audit JSON bench can read ({type(exc).__name__}: {exc})",
+                               "a file written by npuport audit --format json", str(data.get("schema")) if isinstance(data, dict)
+                               else type(data).__name__) from None
     else:
         say("auditing the model on fake tensors")
         report = audit_for_bench(model, hf_config, entry, scenario or "prefill", chip_name or "H200", dtype, attn, say)

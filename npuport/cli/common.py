@@ -141,9 +141,12 @@ def _not_an_input(target: Path, inputs: list[str]) -> None:
         if not src.exists():
             continue  # a device name (cuda, npu), or an input another check reports
         real = src.resolve()
-        if where == real or src.is_dir() and where.is_relative_to(real):
-            raise NpuportError(f"refusing to write the report over an input: {target}",
-                               "an output path that is not one of the inputs nor inside an input folder", str(target))
+        if where == real:
+            raise NpuportError(f"refusing to write the report over an input file {target}",
+                               "an output path that is not one of the inputs", str(target))
+        if src.is_dir() and where.is_relative_to(real):
+            raise NpuportError(f"refusing to write the report inside the input folder {src}",
+                               "an output path outside the inputs", str(target))
 
 
 def check_out_dir(path: str | None, what: str) -> None:

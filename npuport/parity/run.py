@@ -167,6 +167,8 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
     if "ref" in arts and "dev" in arts and arts["ref"].manifest["model"]["signature"] != arts["dev"].manifest["model"]["signature"]:
         raise NpuportError("the two artifacts were recorded from different models", "records of the same model",
                            f"{arts['ref'].manifest['model']['name']} vs {arts['dev'].manifest['model']['name']}")
+    if "ref" in arts and "dev" in arts:
+        same_step(arts["ref"].manifest["scenario"], arts["dev"].manifest["scenario"])
     say(progress, "comparing")
     comp = compare(caps["ref"], caps["dev"], tols, caps.get("golden"), allow_unmatched)
     first = first_divergence(comp) if comp.failed else None
@@ -203,6 +205,7 @@ def _per_rank(arts: dict[str, RankedArtifact], roles: list[str], tols: Tolerance
     if ref.manifest["model"]["signature"] != dev.manifest["model"]["signature"]:
         raise NpuportError("the two artifacts were recorded from different models", "records of the same model",
                            f"{ref.manifest['model']['name']} vs {dev.manifest['model']['name']}")
+    same_step(ref.manifest["scenario"], dev.manifest["scenario"])
     say(progress, f"comparing rank by rank ({ref.world_size} ranks)")
     view = compare_ranks(ref, dev, tols, arts.get("golden"), allow_unmatched)
     for r in view.ranks:
@@ -259,3 +262,18 @@ def _side_info(role: str, art: Artifact | RankedArtifact | None, live: LiveSide 
     return SideInfo(role, live.device.label, "live", {"device": device_json(live.device, live.settings),
                     "numerics": {"in_force": live.settings}, "capture_mode": cap.mode, "compiled": cap.compiled,
                     "fault_hits": cap.fault_hits})
+
+
+_STEP_KEYS = ("kind", "batch", "seq", "past")  # what fixes the step's shapes; the modes may differ (eager vs compiled)
+
+
+def same_step(ref: dict[str, Any], dev: dict[str, Any]) -> None:
+    """Two records compare only when they ran the same step: a prefill of 8 tokens against a decode step is not a
+    divergence, it is two different inputs."""
+    a, b = ({k: s.get(k) for k in _STEP_KEYS} for s in (ref, dev))
+    if a != b:
+        def show(s: dict[str, Any]) -> str:
+            return f"{s['kind']} batch {s['batch']} x {s['seq']}" + (f", past {s['past']}" if s.get("past") else "")
+        raise NpuportError("the two records ran different steps", "records of the same scenario and sizes",
+                           f"{show(a)} vs {show(b)}")
+

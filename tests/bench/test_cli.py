@@ -89,3 +89,15 @@ def test_bench_from_an_audit_of_a_named_builder_times_the_whole_step(tmp_path):
     data = json.loads(out.read_text())
     assert data["end_to_end"]["step"]["median_s"] > 0, data.get("notes")
     assert not any("defines no function" in n for n in data.get("notes", []))
+
+
+def test_an_audit_json_missing_fields_is_one_line(tmp_path):
+    audit = tmp_path / "audit.json"
+    res = run("audit", str(FIX / "tiny.py"), "--scenario", "prefill:batch=2,seq=16", "-o", str(audit), "--quiet")
+    assert res.exit_code == 0, res.output
+    data = json.loads(audit.read_text())
+    data["scenarios"] = [{"name": s["name"]} for s in data["scenarios"]]  # its sizes gone
+    audit.write_text(json.dumps(data))
+    res = run("bench", "--from", str(audit), *FAST)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "is not an audit JSON bench can read (KeyError" in res.output

@@ -42,16 +42,16 @@ def work(tmp_path: Path) -> Path:
 
 CASES = [
     # the report over an input, --force or not
-    (["audit", "tiny.py", "-o", "tiny.py", "--force"], "refusing to write the report over an input"),
-    (["bench", "tiny.py", "-o", "tiny.py", "--force"], "refusing to write the report over an input"),
-    (["bench", "--from", "note.txt", "--json-out", "note.txt", "--force"], "refusing to write the report over an input"),
+    (["audit", "tiny.py", "-o", "tiny.py", "--force"], "refusing to write the report"),
+    (["bench", "tiny.py", "-o", "tiny.py", "--force"], "refusing to write the report"),
+    (["bench", "--from", "note.txt", "--json-out", "note.txt", "--force"], "refusing to write the report"),
     (["parity", "run", "--ref", "cpu", "--dev", "cpu", "tiny.py", "-o", "tiny.py", "--force"],
-     "refusing to write the report over an input"),
+     "refusing to write the report"),
     (["parity", "compare", "--ref", "rec", "--dev", "rec", "-o", "rec/manifest.json", "--force"],
-     "refusing to write the report over an input"),
+     "refusing to write the report"),
     (["parity", "compare", "--ref", "rec", "--dev", "cpu", "tiny.py", "--json-out", "rec/new.json"],
-     "refusing to write the report over an input"),
-    (["profile", "import", "note.txt", "-o", "note.txt", "--force"], "refusing to write the report over an input"),
+     "refusing to write the report"),
+    (["profile", "import", "note.txt", "-o", "note.txt", "--force"], "refusing to write the report"),
     # a folder, a missing folder, a file as a folder, one path twice, an empty path, a dangling link
     (["audit", "tiny.py", "-o", "folder", "--force"], "folder is a folder"),
     (["audit", "tiny.py", "-o", "missing/report.json"], "output folder missing does not exist"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -104,3 +105,33 @@ def test_decode_gives_each_side_its_own_cache(llama_config):
     assert data["verdict"]["passed"] and data["verdict"]["mode"] == "relative"
     judged = [e for e in data["entries"] if e["io"] == "out"]
     assert judged and all(e["metrics"]["max_abs"] == 0 for e in judged)
+
+
+@pytest.fixture(scope="module")
+def two_steps(llama_config, tmp_path_factory):
+    """Two stats-only records of one model: the prefill SCEN and a decode step."""
+    root = tmp_path_factory.mktemp("steps")
+    for name, scen in (("pre", SCEN), ("dec", "decode:batch=1,past=8")):
+        r = run("record", "--dev", "cpu", "--hf", llama_config, "--scenario", scen, "--stats-only", "--out-dir",
+                str(root / name), "--quiet")
+        assert r.exit_code == 0, r.output
+    return root
+
+
+def test_records_of_different_steps_are_an_input_error(two_steps):
+    # a prefill against a decode step differs in every shape: not a divergence, two different inputs
+    r = run("compare", "--ref", str(two_steps / "pre"), "--dev", str(two_steps / "dec"), "--quiet")
+    assert r.exit_code == 2 and r.output.startswith("error: the two records ran different steps"), r.output
+    assert "decode batch 1 x 1, past 8" in r.output
+
+
+@pytest.mark.parametrize("key", ["files", "scenario", "device", "model", "entries"])
+def test_a_manifest_missing_a_field_is_one_line(two_steps, tmp_path, key):
+    damaged = tmp_path / "rec"
+    shutil.copytree(two_steps / "pre", damaged)
+    manifest = json.loads((damaged / "manifest.json").read_text())
+    del manifest[key]
+    (damaged / "manifest.json").write_text(json.dumps(manifest))
+    r = run("compare", "--ref", str(damaged), "--dev", str(two_steps / "pre"), "--quiet")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert r.output.startswith(f"error: {damaged / 'manifest.json'} is corrupt: '{key}' is missing"), r.output
