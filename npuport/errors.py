@@ -53,6 +53,11 @@ def where_in_user_code(exc: BaseException) -> str:
 
 
 def describe_exception(exc: BaseException) -> str:
-    """'TypeError: first line of the message at file.py:12' — one line for a user-facing error."""
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    """'TypeError: first line of the message at file.py:12' — one line for a user-facing error. A first line that only
+    announces what follows ("Validation error for field 'hidden_size':", as transformers' config checks write) is
+    joined with the next line, where the reason is."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    msg = lines[0] if lines else ""
+    if msg.endswith(":") and len(lines) > 1:
+        msg = f"{msg} {lines[1]}"
     return f"{type(exc).__name__}: {msg}{where_in_user_code(exc)}"

@@ -52,8 +52,8 @@ def show(output: str | None, json_out: str | None, force: bool, **_: Any) -> Non
 
 
 @coverage.command("diff", cls=Command, impl="npuport.cli.coverage_impl:diff", help=f"""Ops that start or stop running on
-    the NPU, or otherwise change status, from OLD to NEW: two torch_npu releases ({len(published_versions())} published
-    ones have data, {(available_versions() or ['-'])[0]} to {(available_versions() or ['-'])[-1]}; another
+    the NPU, or otherwise change status, from OLD to NEW: two torch_npu releases ({len(available_versions())} of the
+    {len(published_versions())} published have data, {(available_versions() or ['-'])[0]} to {(available_versions() or ['-'])[-1]}; another
     version stands for the nearest earlier one).
 
     \b

@@ -163,10 +163,29 @@ def apply_layout(module: torch.nn.Module, layout: Layout) -> Distributed:
         return info
     mesh = init_device_mesh(MESH_DEVICE, tuple(n for _, n in dims), mesh_dim_names=tuple(name for name, _ in dims))
     if layout.tp > 1:
+        _tp_divides(module, layout.tp)
         info.tp_plan = _tensor_parallel(module, mesh["tp"], info)
     if layout.dp > 1 and layout.zero > 0:
         _fully_shard(module, mesh["dp"], reshard=layout.zero == 3, info=info)
     return info
+
+
+# the head and width counts a tensor-parallel degree splits evenly (transformers' plan shards them by tp)
+_TP_SPLIT = ("num_attention_heads", "num_key_value_heads", "intermediate_size")
+
+
+def _tp_divides(module: torch.nn.Module, tp: int) -> None:
+    """tp must divide every count the plan splits: tp=3 on 32 heads would fail later, inside the model, as a shape
+    error that names neither tp nor the heads."""
+    config = getattr(module, "config", None)
+    if config is None:
+        return
+    config = getattr(config, "get_text_config", lambda: config)()
+    for key in _TP_SPLIT:
+        n = getattr(config, key, None)
+        if isinstance(n, int) and n > 0 and n % tp:
+            raise NpuportError(f"tp={tp} does not divide the model's {key} ({n})",
+                               f"a tensor-parallel degree that divides {key}", f"tp={tp}")
 
 
 def stage_ranks(layout: Layout) -> int:

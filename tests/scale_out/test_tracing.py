@@ -145,6 +145,11 @@ def test_bad_layouts_and_ranks_are_one_line_exit_2(tmp_path: Path) -> None:
         assert what in res.output and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
     with pytest.raises(NpuportError):
         parse_layout("tp=3,dp=2,ep=4")  # ep must divide dp x tp
+    cfg = tmp_path / "config.json"  # 8 heads, 4 kv heads: tp=3 splits neither (it failed inside the model, as a shape)
+    cfg.write_text(json.dumps(TINY_LLAMA))
+    res = CliRunner().invoke(cli, ["audit", "--hf", str(cfg), "--scenario", "prefill:batch=1,seq=8", "--quiet",
+                                   "--parallel", "tp=3"])
+    assert res.exit_code == 2 and res.output.startswith("error: tp=3 does not divide the model's num_attention_heads (8)")
 
 
 def test_world_size_without_parallelize_says_so(tmp_path: Path) -> None:
