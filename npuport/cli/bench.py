@@ -86,6 +86,9 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, scen
       npuport bench --hf examples/configs/tinyllama-1.1b.json --device cuda --ops 10 --json-out bench.json
       npuport audit model.py --format json -o audit.json && npuport bench --from audit.json --scenario decode
     """
+    if sum(x is not None for x in (model, hf_config, audit_json)) != 1:  # before "loading ..." names one of them
+        raise NpuportError("give exactly one source", "MODEL (a model.py), --hf CONFIG.json or --from AUDIT.json",
+                           f"MODEL={model!r}, --hf={hf_config!r}, --from={audit_json!r}")
     if reps < 1 or warmup < 0 or shapes < 1:
         raise NpuportError("bad repetition options", "--reps >= 1, --warmup >= 0, --shapes >= 1", f"--reps {reps} --warmup {warmup} --shapes {shapes}")
     check_new([output, json_out], force, inputs=[model, hf_config, audit_json])

@@ -49,11 +49,11 @@ def resolve(device: str) -> str:
     if kind not in ("cpu", "cuda", "npu") or (":" in device and not device.split(":", 1)[1].isdigit()):
         raise NpuportError(f"unknown device {device!r}", "auto, cpu, cuda[:i] or npu[:i]", device)
     if kind == "cuda" and not torch.cuda.is_available():
-        raise NpuportError("no CUDA device is available", "a machine with a CUDA GPU, or --device cpu", device)
+        raise NpuportError("no CUDA device is available", "a machine with a CUDA GPU, or cpu as the device", device)
     if kind == "npu":
         npu = _npu_module()
         if npu is None or not npu.is_available():
-            raise NpuportError("no Ascend NPU is available", "torch_npu with CANN and a device, or --device cpu", device)
+            raise NpuportError("no Ascend NPU is available", "torch_npu with CANN and a device, or cpu as the device", device)
     return device
 
 

@@ -80,10 +80,15 @@ def read_any(path: str | Path) -> Trace:
     Systems SQLite export, else a torch.profiler / Kineto Chrome trace (.json / .json.gz)."""
     p = Path(path)
     if p.is_dir() or is_ascend_output(p):
-        return read_ascend(p)
-    if p.is_file() and is_nsys_sqlite(p):
-        return read_nsys(p)
-    return read_trace(p)
+        trace = read_ascend(p)
+    elif p.is_file() and is_nsys_sqlite(p):
+        trace = read_nsys(p)
+    else:
+        trace = read_trace(p)
+    if not trace.ops and not trace.kernels and not trace.steps:  # valid JSON, nothing a profile is made of
+        raise NpuportError(f"{p} holds no op, kernel or step", "a profile of at least one step (torch.profiler, the "
+                           "Ascend profiler, Nsight Systems)", f"{trace.cpu_ops} CPU events, 0 ops, 0 kernels")
+    return trace
 
 
 def import_trace(path: str | Path) -> dict[str, Any]:

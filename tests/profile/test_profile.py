@@ -61,6 +61,15 @@ def test_malformed_trace_raises_one_line(tmp_path: Path, text: str) -> None:
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize("text", ['{"traceEvents": []}', '{"traceEvents": [{"ph": "M", "name": "process_name"}]}'])
+def test_a_trace_with_nothing_to_profile_is_refused(tmp_path: Path, text: str) -> None:
+    # valid JSON that holds no op, kernel or step imported as an empty profile, which compare then took as a baseline
+    empty = tmp_path / "empty.json"
+    empty.write_text(text)
+    with pytest.raises(NpuportError, match="holds no op, kernel or step"):
+        import_trace(empty)
+
+
 def test_malformed_gzip_and_artifact(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json.gz"
     bad.write_bytes(b"not gzip")
