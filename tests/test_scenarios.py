@@ -24,6 +24,13 @@ def test_bad_scenarios_raise_user_errors(bad):
         parse_scenario(bad)
 
 
+@pytest.mark.parametrize("bad, needle", [("+", "an empty scenario"), ("train+", "an empty scenario"),
+                                         ("prefill:seq=8,seq=9", "seq= given twice")])
+def test_empty_joins_and_repeated_keys_rejected(bad, needle):
+    with pytest.raises(NpuportError, match=needle):
+        parse_scenarios([bad])
+
+
 def test_duplicate_scenario_rejected():
     with pytest.raises(NpuportError):
         parse_scenarios(["train", "train"])

@@ -3,15 +3,20 @@ api.write_migration with --write) and the summary and remaining diagnostics on s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from npuport.api import MigrateOptions, write_migration
 from npuport.api import migrate as migrate_api
 from npuport.cli.common import handle_errors
+from npuport.errors import NpuportError
 
 
 @handle_errors
 def migrate(model: str, root: str | None, no_follow: bool, write: bool, force: bool, quiet: bool, debug: bool) -> None:
+    if root is not None:
+        _check_root(root, model)
     program = migrate_api(model, MigrateOptions(root=root, follow=not no_follow))
     if write:
         written = write_migration(program, force=force)
@@ -30,3 +35,16 @@ def migrate(model: str, root: str | None, no_follow: bool, write: bool, force: b
         click.echo(f"npuport: note: {note}", err=True)
     for d in program.remaining:
         click.echo(f"{d.file}:{d.line}:{d.col}: {d.level}: {d.id} {d.message}", err=True)
+
+
+def _check_root(root: str, model: str) -> None:
+    """--root is where `git apply` runs: it must exist and hold the program, or the diff's paths climb out of it
+    (a/../../x.py) and apply nowhere."""
+    base = Path(root)
+    if not base.is_dir():
+        raise NpuportError(f"--root {root} is not a folder", "the folder the diff is applied from (it holds MODEL)", root)
+    entry = Path(model.split(":")[0] if not Path(model).exists() else model)
+    if entry.exists() and not entry.resolve().is_relative_to(base.resolve()):
+        raise NpuportError(f"--root {root} does not hold {model}", "a folder above MODEL, from which `git apply` runs",
+                           str(base.resolve()))
+

@@ -264,6 +264,8 @@ def load_hf_config(path: str | Path, dtype: str | None = None, attn: str | None 
                    part: str = "text", device: str | None = None) -> LoadedModel:
     """Build a transformers model from a config.json alone: no weights, no download, fake tensors."""
     file = Path(path)
+    if file.is_dir():
+        raise NpuportError(f"{file} is a folder", "a Hugging Face config.json (the file itself)", str(file))
     if not file.is_file():
         raise NpuportError(f"config file {file} not found", "a Hugging Face config.json", str(file))
     try:

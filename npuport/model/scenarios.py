@@ -108,6 +108,9 @@ def parse_scenarios(items: tuple[str, ...] | list[str] | None) -> list[Scenario]
     out: list[Scenario] = []
     for item in items:
         for piece in item.split("+"):
+            if not piece.strip():  # "train+" or "+": a name left out around a '+'
+                raise NpuportError(f"an empty scenario in {item!r}", "names joined by '+', none left empty (train+decode)",
+                                   item)
             sc = parse_scenario(piece)
             if any(s.name == sc.name for s in out):
                 raise NpuportError(f"scenario {sc.name!r} given twice", "each of train / prefill / decode at most once", item)

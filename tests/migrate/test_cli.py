@@ -55,3 +55,11 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
         res = runner.invoke(migrate, [str(path)])
         assert res.exit_code == 2
         assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+
+
+def test_a_root_that_cannot_take_the_diff_is_one_line(tmp_path: Path) -> None:
+    # the diff's paths are relative to --root: a missing folder, or one the program is not in (a/../x.py), would give
+    # a diff that applies nowhere
+    for root, needle in ((tmp_path / "missing", "is not a folder"), (tmp_path, "does not hold")):
+        res = _runner().invoke(migrate, [str(FIXTURES / "model.py"), "--root", str(root)])
+        assert res.exit_code == 2 and needle in res.output and "Traceback" not in res.output, res.output
