@@ -149,6 +149,14 @@ def _not_an_input(target: Path, inputs: list[str]) -> None:
                                "an output path outside the inputs", str(target))
 
 
+def check_absent(paths: list[str], force: bool) -> None:
+    """Files and folders a command will make inside its own --out-dir (created if missing): none may exist yet,
+    unless --force (the command's own checks then say what it may replace)."""
+    for path in paths:
+        if os.path.lexists(path) and not force:
+            raise NpuportError(f"{path} already exists", "a new output path, or --force to replace it", path)
+
+
 def check_out_dir(path: str | None, what: str) -> None:
     """A folder the command creates or fills (--out-dir, --emit) must not be a file: one line, before any work."""
     if path and os.path.lexists(path) and not Path(path).is_dir():

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from npuport.cli.common import check_new, check_out_dir, handle_errors
+from npuport.cli.common import check_absent, check_new, check_out_dir, handle_errors
 from npuport.cli.lazy import Command, Group
 from npuport.cli.options import quiet_debug, report_options, scenario_option, top_option, wide_option
 from npuport.errors import NpuportError
@@ -71,7 +71,7 @@ def record(model: str | None, hf_config: str | None, out_dir: str, force: bool, 
     check_out_dir(out_dir, "--out-dir")
     names = [s.split(":", 1)[0] for s in (scenarios or ("prefill",))]
     raw = "_ascend_pt" if dev.split(":", 1)[0] == "npu" else ".trace.json.gz"  # the raw trace this device writes
-    check_new([str(Path(out_dir) / f"{n}{ext}") for n in names for ext in (".profile.json", raw)], force)
+    check_absent([str(Path(out_dir) / f"{n}{ext}") for n in names for ext in (".profile.json", raw)], force)
 
 
 @profile.command("import", cls=Command, impl="npuport.cli.profile_impl:import_trace")

@@ -234,7 +234,8 @@ def load_artifact(path: str | Path, verify: bool = True) -> Artifact:
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA or not manifest.get("complete"):
         got = manifest.get("schema") if isinstance(manifest, dict) else type(manifest).__name__
         raise NpuportError(f"{mpath} is not a complete npuport parity artifact", f"schema {SCHEMA} with complete: true", str(got))
-    _check_fields(mpath, manifest)
+    _check_fields(mpath, manifest, _ARTIFACT_FIELDS)
+    _check_files(mpath, manifest)
     files = manifest["files"]
     for name, info in files.items():
         fpath = folder / name
@@ -257,23 +258,33 @@ def load_artifact(path: str | Path, verify: bool = True) -> Artifact:
     return Artifact(folder, manifest, cap, verify)
 
 
-# what every complete record's manifest holds (npuport.parity.recording writes each) and the compare reads without a
-# default: one missing is a hand-edited or damaged manifest, said in one line rather than a KeyError later
-_FIELDS: dict[str, type] = {"files": dict, "entries": list, "capture_mode": str, "model": dict, "scenario": dict,
-                            "device": dict, "dtype_policy": dict, "numerics": dict, "rng": dict, "capture": dict,
-                            "inputs": dict}
-_NESTED = (("model", "signature"), ("model", "name"), ("device", "label"), ("numerics", "requested"), ("rng", "seed"))
+# What a manifest must hold, said in one line rather than a KeyError later (a hand-edited or damaged manifest):
+# every artifact (save_artifact writes these) ...
+_ARTIFACT_FIELDS: dict[str, type] = {"files": dict, "entries": list, "capture_mode": str}
+# ... and a record of `npuport parity record` (npuport.parity.recording), whose description the compare reads
+_RECORD_FIELDS: dict[str, type] = {"model": dict, "scenario": dict, "device": dict, "dtype_policy": dict,
+                                   "numerics": dict, "rng": dict, "capture": dict, "inputs": dict}
+_NESTED = (("model", "signature"), ("model", "name"), ("device", "label"), ("numerics", "requested"), ("rng", "seed"),
+           ("scenario", "kind"), ("scenario", "batch"), ("scenario", "seq"))
 
 
-def _check_fields(mpath: Path, manifest: dict[str, Any]) -> None:
-    for key, kind in _FIELDS.items():
+def check_record(art: "Artifact") -> None:
+    """The fields the parity compare reads of a record made by `npuport parity record`."""
+    _check_fields(art.path / MANIFEST, art.manifest, _RECORD_FIELDS)
+    for outer, inner in _NESTED:
+        if inner not in art.manifest[outer]:
+            raise NpuportError(f"{art.path / MANIFEST} is corrupt: {outer}.{inner} is missing",
+                               "a manifest as npuport parity record writes it", ", ".join(sorted(art.manifest[outer])) or "{}")
+
+
+def _check_fields(mpath: Path, manifest: dict[str, Any], fields: dict[str, type]) -> None:
+    for key, kind in fields.items():
         if not isinstance(manifest.get(key), kind):
             raise NpuportError(f"{mpath} is corrupt: {key!r} is missing or not a {kind.__name__}",
                                "a manifest as npuport parity record writes it", repr(manifest.get(key))[:80])
-    for outer, inner in _NESTED:
-        if inner not in manifest[outer]:
-            raise NpuportError(f"{mpath} is corrupt: {outer}.{inner} is missing",
-                               "a manifest as npuport parity record writes it", ", ".join(sorted(manifest[outer])) or "{}")
+
+
+def _check_files(mpath: Path, manifest: dict[str, Any]) -> None:
     for name, info in manifest["files"].items():
         if not isinstance(info, dict) or not isinstance(info.get("bytes"), int) or not isinstance(info.get("sha256"), str):
             raise NpuportError(f"{mpath} is corrupt: files[{name!r}] lacks its size or sha256",

@@ -18,7 +18,7 @@ from typing import Any
 
 from npuport.devices.device import Device, NumericsPolicy, parse_device, preserved_numerics
 from npuport.errors import NpuportError
-from npuport.parity.artifact import Artifact
+from npuport.parity.artifact import Artifact, check_record
 from npuport.parity.compare import Comparison, compare
 from npuport.parity.entries import Capture, CaptureOptions
 from npuport.parity.localize import FirstDivergence, first_divergence, replay
@@ -95,7 +95,7 @@ def _under_torchrun(ref: str, dev: str, target: Target | None, opts: RunOptions,
         raise NpuportError("under torchrun, parity compare runs MODEL on the --dev device of every rank against a record",
                            "MODEL --ref DIR --dev DEVICE [--golden DIR] (a cpu64 golden: record it first, or compare in one process)",
                            f"--ref {ref} --dev {dev}" + (f" --golden {golden}" if golden else "") + ("" if target else ", no MODEL"))
-    base = load_side(ref)
+    base = _record(load_side(ref))
     opts = replace(_options_from(base.manifest, opts), store_weights=False)
     if target.dtype is None:
         target = replace(target, dtype=base.manifest["dtype_policy"].get("requested"))
@@ -137,7 +137,7 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
                    for role, text in specs if is_artifact_path(text)}
         for role, text in specs:  # errors in the order of the sides, as one by one
             if role in loading:
-                arts[role] = loading[role].result()
+                arts[role] = _record(loading[role].result())
             else:
                 devices[role] = parse_device(text)
                 devices[role].check_present()
@@ -276,4 +276,11 @@ def same_step(ref: dict[str, Any], dev: dict[str, Any]) -> None:
             return f"{s['kind']} batch {s['batch']} x {s['seq']}" + (f", past {s['past']}" if s.get("past") else "")
         raise NpuportError("the two records ran different steps", "records of the same scenario and sizes",
                            f"{show(a)} vs {show(b)}")
+
+
+def _record(art: Artifact | RankedArtifact) -> Artifact | RankedArtifact:
+    """A loaded side whose manifest has what the compare reads (a per-rank record's parts are checked as loaded)."""
+    if isinstance(art, Artifact):
+        check_record(art)
+    return art
 
