@@ -45,7 +45,7 @@ def module_pattern(path: str) -> str:
     return _LAYER_INDEX.sub(".*", path) if path else "(root)"
 
 
-@dataclass
+@dataclass(slots=True)  # one per recorded call: a million for a per-token scan (npuport.trace.records)
 class ReportedCall:
     """One op as the target backend runs it: an aten call, or a composite the backend implements natively."""
 
