@@ -29,7 +29,7 @@ from npuport.audit.report import AuditReport
 from npuport.bench.harness import BenchOptions
 from npuport.bench.json_form import bench_to_json
 from npuport.bench.runner import BenchReport, run_bench
-from npuport.cost.roofline import ChipProfile, default_baseline, default_chip, get_chip
+from npuport.cost.roofline import ChipProfile, default_baseline, default_chip, get_chip, load_chips
 from npuport.coverage import STATUSES
 from npuport.coverage.database import VersionChoice, resolve_version
 from npuport.coverage.diff import CoverageDiff, diff_versions
@@ -98,7 +98,9 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
     """Run the audit and return the report object and its JSON form (schema npuport.audit/1)."""
     opts = opts or AuditOptions()
     chip = get_chip(opts.chip)  # reject bad options before loading anything
-    get_chip(opts.baseline_chip)
+    if get_chip(opts.baseline_chip).family != "cuda":  # the run the migration starts from (hardware.yaml says so)
+        raise NpuportError(f"--from-chip {opts.baseline_chip} is not a CUDA GPU", "the CUDA chip the model comes from: "
+                           + ", ".join(n for n, p in load_chips().items() if p.family == "cuda"), opts.baseline_chip)
     weights(opts.route_preset, opts.route_weights)
     release = resolve_version(opts.torch_npu) if opts.torch_npu is not None else None  # nearest earlier data, or exit 2
     if release is not None:

@@ -91,6 +91,7 @@ OPTION_CASES = [
     (["audit", "tiny.py", "--rank", "3"], "--rank names a rank of a job"),
     (["audit", "tiny.py", "--scenario", "prefill:batch=1,batch=2"], "batch= given twice"),
     (["coverage", "list", "--status", "native", "-o", "list.md"], "its extension asks for markdown"),
+    (["audit", "tiny.py", "--from-chip", "Ascend910A"], "is not a CUDA GPU"),
 ]
 
 
