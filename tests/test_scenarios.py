@@ -25,10 +25,17 @@ def test_bad_scenarios_raise_user_errors(bad):
 
 
 @pytest.mark.parametrize("bad, needle", [("+", "an empty scenario"), ("train+", "an empty scenario"),
-                                         ("prefill:seq=8,seq=9", "seq= given twice")])
+                                         ("prefill:seq=8,seq=9", "seq= given twice"),
+                                         ("prefill:batch=99999999999999999999", "a size at most 2,147,483,647")])
 def test_empty_joins_and_repeated_keys_rejected(bad, needle):
     with pytest.raises(NpuportError, match=needle):
         parse_scenarios([bad])
+
+
+def test_one_scenario_where_one_is_taken():
+    # parity, bench and profile's single --scenario: a '+' join is refused there, not read as a bad size
+    with pytest.raises(NpuportError, match="one scenario expected"):
+        parse_scenario("prefill:seq=8+train:seq=8")
 
 
 def test_duplicate_scenario_rejected():

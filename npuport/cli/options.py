@@ -157,8 +157,10 @@ def apply_deprecations(ctx: click.Context, debug: bool = False) -> None:
         if ctx.get_parameter_source(p.name) is not ParameterSource.COMMANDLINE:
             continue
         if ctx.get_parameter_source(p.into) is ParameterSource.COMMANDLINE:
-            raise NpuportError(f"both {p.spelling} and {p.use} given", f"{p.use} alone ({p.spelling} is its deprecated spelling)",
-                               f"{p.spelling} and {p.use}")
+            # the new option as the user spelled it: `--json --format text` names --format text, not --format json
+            given = f"{p.use.split()[0]} {ctx.params.get(p.into)}" if " " in p.use else p.use
+            raise NpuportError(f"both {p.spelling} and {given} given", f"{p.use} alone ({p.spelling} is its deprecated spelling)",
+                               f"{p.spelling} and {given}")
         ctx.params[p.into] = p.convert(value) if p.convert else value
         if not ctx.params.get("quiet"):
             click.echo(f"npuport: {p.spelling} is deprecated, use {p.use}" + (f" ({p.note})" if p.note else ""), err=True)

@@ -73,9 +73,15 @@ MODES = ("eager", "graph", "compile")
 GRAMMAR = "NAME[:batch=N,seq=N,past=N,mode=eager|graph|compile]"  # the --scenario grammar of audit, bench and parity (docs/cli.md)
 
 
+MAX_SIZE = 2**31 - 1  # the largest batch, sequence or context a scenario takes
+
+
 def parse_scenario(text: str) -> Scenario:
     """One scenario: 'decode' or 'decode:batch=4,past=8192' or 'train:seq=2048' (GRAMMAR); a name alone is that
     step's default size (DEFAULTS), and each of batch=, seq=, past= replaces one of its sizes."""
+    if "+" in text:  # parity, bench and profile's one-scenario options come here whole
+        raise NpuportError(f"one scenario expected, received {text!r}", "one of train, prefill, decode with its sizes "
+                           "('+' joins scenarios only where a command takes several: audit, profile record)", text)
     name, _, opts = text.strip().partition(":")
     if name not in DEFAULTS:
         raise NpuportError(f"unknown scenario {name!r}", "train, prefill or decode, optionally with :batch=N,seq=N,past=N", text)
@@ -95,6 +101,8 @@ def parse_scenario(text: str) -> Scenario:
             continue
         if not eq or key not in ("batch", "seq", "past") or not val.strip().isdigit() or int(val) < 1 and key != "past":
             raise NpuportError(f"bad scenario option {part!r} in {text!r}", "batch=N, seq=N or past=N with N a positive integer", part)
+        if int(val) > MAX_SIZE:  # larger overflows torch's int64 sizes inside the model, a traceback far from here
+            raise NpuportError(f"bad scenario option {part!r} in {text!r}", f"a size at most {MAX_SIZE:,}", part)
         values[key] = int(val)
     if sc.kind == "decode" and values.get("seq", 1) != 1:
         raise NpuportError("a decode scenario takes exactly one new token", "seq=1 (or leave seq out)", text)

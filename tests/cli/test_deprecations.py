@@ -88,6 +88,8 @@ def test_quiet_silences_the_note() -> None:
 def test_old_and_new_spelling_together_is_an_error(args: list[str]) -> None:
     res = run(*args)
     assert res.exit_code == 2 and res.stderr.startswith("error: both ") and len(res.stderr.splitlines()) == 1, res.output
+    if "--json" in args:  # the new option named as given (--format text), not as the old one maps (--format json)
+        assert res.stderr.startswith("error: both --json and --format text given"), res.stderr
 
 
 def test_every_deprecation_is_hidden_and_documented() -> None:
