@@ -161,8 +161,12 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
                     device: str | None = None) -> LoadedModel:
     """model.py by convention, or `file.py:function` / `entry` naming the builder function."""
     text = str(path)
-    if entry is None and ":" in text and not Path(text).exists():
-        text, entry = text.rsplit(":", 1)
+    if ":" in text and not Path(text).exists():
+        if entry is not None and Path(text.rsplit(":", 1)[0]).exists():
+            raise NpuportError("the builder is named twice", "file.py:function or --entry function, not both",
+                               f"{text} --entry {entry}")
+        if entry is None:
+            text, entry = text.rsplit(":", 1)
     file = Path(text)
     mod = _import_file(file)
     builder_name = entry or "build_model"

@@ -92,6 +92,7 @@ OPTION_CASES = [
     (["audit", "tiny.py", "--scenario", "prefill:batch=1,batch=2"], "batch= given twice"),
     (["coverage", "list", "--status", "native", "-o", "list.md"], "its extension asks for markdown"),
     (["audit", "tiny.py", "--from-chip", "Ascend910A"], "is not a CUDA GPU"),
+    (["audit", "tiny.py:build_model", "--entry", "alt_builder"], "the builder is named twice"),
 ]
 
 
