@@ -13,10 +13,12 @@ Exit codes: 0 parity holds, 1 divergence, 2 usage or input error.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
 import click
+from click.core import ParameterSource
 
 from npuport.cli.common import check_new, check_out_dir, handle_errors, say
 from npuport.cli.lazy import Command, Group
@@ -163,7 +165,30 @@ def compare_cmd(scenario: str, model: str | None, hf_config: str | None, output:
       torchrun --nproc-per-node 8 $(which npuport) parity compare model.py --ref REF_DIR --dev npu
     """
     check_new([output, json_out], force, inputs=[model, hf_config, _.get("ref"), _.get("dev"), _.get("golden")])
+    if click.get_current_context().get_parameter_source("scenario") is ParameterSource.COMMANDLINE:
+        _same_as_record(scenario, _.get("ref"))
     _checks(scenario, quiet, model, hf_config)
+
+
+def _same_as_record(scenario: str, ref: str | None) -> None:
+    """compare runs the record's own step: a --scenario that names another one (its kind, or a size given in it) was
+    silently ignored; it is refused. Sizes left out are not compared (the record's may have been fit to the model's
+    context)."""
+    manifest = Path(ref or "") / "manifest.json"
+    try:
+        recorded = json.loads(manifest.read_text(encoding="utf-8")).get("scenario")
+    except (OSError, ValueError, AttributeError):
+        return  # not a readable record: the compare itself says what is wrong with it
+    if not isinstance(recorded, dict):
+        return
+    want = parse_scenario(scenario)
+    given = {"kind": want.kind} | {k: getattr(want, k) for k in ("batch", "seq", "past")
+                                     if f"{k}=" in scenario.partition(":")[2]}
+    differ = {k: v for k, v in given.items() if recorded.get(k) != v}
+    if differ:
+        raise NpuportError("--scenario names another step than the record's", "the record's own step (leave --scenario "
+                           f"out): {recorded.get('kind')} batch {recorded.get('batch')} x {recorded.get('seq')}"
+                           + (f", past {recorded.get('past')}" if recorded.get("past") else ""), scenario)
 
 
 @parity.command("record", cls=Command, impl="npuport.cli.parity_impl:record_cmd")

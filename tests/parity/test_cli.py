@@ -135,3 +135,12 @@ def test_a_manifest_missing_a_field_is_one_line(two_steps, tmp_path, key):
     r = run("compare", "--ref", str(damaged), "--dev", str(two_steps / "pre"), "--quiet")
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     assert r.output.startswith(f"error: {damaged / 'manifest.json'} is corrupt: '{key}' is missing"), r.output
+
+
+def test_a_scenario_other_than_the_records_is_refused(two_steps, llama_config):
+    # compare runs the record's own step; a --scenario naming another was silently ignored
+    r = run("compare", "--hf", llama_config, "--ref", str(two_steps / "pre"), "--dev", "cpu", "--scenario", "decode",
+            "--quiet")
+    assert r.exit_code == 2 and r.output.startswith("error: --scenario names another step than the record's"), r.output
+    r = run("compare", "--hf", llama_config, "--ref", str(two_steps / "pre"), "--dev", "cpu", "--scenario", SCEN, "--quiet")
+    assert r.exit_code == 0, r.output
