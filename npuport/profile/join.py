@@ -205,6 +205,12 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
         shape_note = (f"the profile measured {recorded.get('spec', recorded)} but the audit's {scenario} is "
                       f"batch={audit_sc.get('batch')},seq={audit_sc.get('seq')},past={audit_sc.get('past')}: "
                       "times do not compare, shares only roughly")
+    # `profile record` names the model it ran; an imported trace does not, and then nothing is said
+    ran = (profile.get("recorded") or {}).get("model")
+    audited = (audit_json.get("model") or {}).get("name")
+    if ran and audited and ran != audited:
+        shape_note = (f"the profile was recorded from model {ran!r}, the audit is of {audited!r}: a different model, "
+                      "nothing here compares" + (f"; {shape_note}" if shape_note else ""))
     compiled = recorded.get("mode") == "compile"
     captured = recorded.get("mode") == "graph"
     return {

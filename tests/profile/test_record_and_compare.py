@@ -282,6 +282,14 @@ def test_audit_joins_one_recorded_profile_per_scenario(tmp_path: Path) -> None:
                                    str(tmp_path / "prefill.profile.json"), "--format", "json", "--quiet"])
     assert res.exit_code == 0
     assert "times do not compare" in json.loads(res.output)["profile"][0]["shape_note"]
+    # and a profile recorded from another model says that first (its name is in the artifact's `recorded`)
+    other = tmp_path / "tiny.py"
+    other.write_text((ROOT / "tests" / "fixtures" / "models" / "tiny.py").read_text())
+    res = CliRunner().invoke(cli, ["audit", str(other), "--scenario", "prefill:batch=1,seq=16", "--profile",
+                                   str(tmp_path / "prefill.profile.json"), "--format", "json", "--quiet"])
+    assert res.exit_code == 0, res.output
+    note = json.loads(res.output)["profile"][0]["shape_note"]
+    assert note.startswith("the profile was recorded from model 'gpt', the audit is of 'tiny': a different model")
 
 
 def test_record_runs_its_steps_outside_the_model_context(tmp_path: Path) -> None:
