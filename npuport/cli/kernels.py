@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from npuport.cli.common import check_new, handle_errors
+from npuport.cli.common import check_new, check_out_dir, handle_errors
 from npuport.cli.lazy import Command, Group
 from npuport.cli.options import DEFAULT_CHIP, chip_option, deprecated, quiet_debug, report_options
 from npuport.cost.roofline import get_chip
@@ -63,6 +63,7 @@ def build_cmd(**_: Any) -> None:
       npuport kernels build --dry-run                 # the commands, nothing compiled
       npuport kernels build --kernel rms_norm --out-dir build/ascendc
     """
+    check_out_dir(_.get("out_dir"), "--out-dir")
 
 
 @kernels.command("test", cls=Command, impl="npuport.cli.kernels_impl:test_cmd")

@@ -65,6 +65,7 @@ CASES = [
     (["profile", "record", "tiny.py", "--out-dir", "note.txt"], "--out-dir note.txt is a file"),
     (["bench", "tiny.py", "--emit", "note.txt"], "--emit note.txt is a file"),
     (["bench", "tiny.py", "--emit", "emitted"], "--emit emitted already holds files"),
+    (["kernels", "build", "--dry-run", "--out-dir", "note.txt"], "--out-dir note.txt is a file"),
     (["profile", "record", "tiny.py", "--hf", "config.json", "--out-dir", "p"], "give exactly one model"),
 ]
 
