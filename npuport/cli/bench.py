@@ -3,6 +3,7 @@ benchmark itself runs in npuport.cli.bench_impl, imported (with torch) only afte
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,6 @@ from npuport.cli.options import (
     chip_option,
     deprecated,
     not_negative,
-    positive,
     quiet_debug,
     report_options,
     scenario_option,
@@ -54,7 +54,7 @@ def candidates(text: str) -> set[str] | None:
 @click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto (SDPA where the class has it), sdpa, eager.")
 @click.option("--reps", default=50, show_default=True, help="Timed repetitions per candidate (at most).")
 @click.option("--warmup", default=10, show_default=True, help="Untimed calls before timing.")
-@click.option("--budget", "budget_s", default=0.5, show_default=True, callback=positive, help="Seconds of timed calls per candidate; slow ops get fewer reps (never under 5).")
+@click.option("--budget", "budget_s", default=0.5, show_default=True, callback=not_negative, help="Seconds of timed calls per candidate; slow ops get fewer reps (never under 5).")
 @click.option("--rotate-mb", default=256, show_default=True, callback=not_negative, help="Rotate input sets until they span this many MiB (defeats cache reuse).")
 @click.option("--candidates", "cands", default="auto", show_default=True, help="Comma list of eager, compile, graph, alt (registered alternatives); auto: all but graph (cpu: no compile).")
 @click.option("--graph-below-us", default=20.0, show_default=True, help="With the graph candidate: capture only ops under this eager time.")
@@ -104,10 +104,17 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, scen
     say(quiet, f"loading {model or hf_config or audit_json}")
 
 
+EMITTED = re.compile(r"^\d{2,}_.+\.py$")  # the scripts --emit writes: NN_op_shapes.py (npuport.bench.emit)
+
+
 def check_emit(emit_dir: str | None, force: bool) -> None:
     """--emit DIR writes one script per case: never into a file, and never over scripts already there (a user may
     have edited them) unless --force."""
     check_out_dir(emit_dir, "--emit")
-    if emit_dir and Path(emit_dir).is_dir() and any(Path(emit_dir).iterdir()) and not force:
-        raise NpuportError(f"--emit {emit_dir} already holds files", "a new or empty folder, or --force to replace "
-                           "the scripts in it", emit_dir)
+    if not emit_dir or force or not Path(emit_dir).is_dir():
+        return
+    earlier = sorted(p.name for p in Path(emit_dir).iterdir() if EMITTED.match(p.name))
+    if earlier:
+        raise NpuportError(f"--emit {emit_dir} already holds repro scripts of an earlier run ({', '.join(earlier[:3])}"
+                           + (", ..." if len(earlier) > 3 else "") + ")", "a folder without them, or --force to "
+                           "replace them", emit_dir)

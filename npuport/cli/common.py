@@ -85,10 +85,13 @@ def write_output(path: str, text: str, force: bool, protected: list[Path] | None
     _not_an_input(target, [str(p) for p in protected or []])
     if target.is_dir():
         raise NpuportError(f"{target} is a folder", "a file path for the report", str(target))
+    _regular(target)
     if os.path.lexists(target) and not force:
         raise NpuportError(f"{target} already exists", "a new output path, or --force to replace it", str(target))
     if target.parent and not target.parent.exists():
         raise NpuportError(f"output folder {target.parent} does not exist", "an existing folder", str(target.parent))
+    if target.is_symlink() and target.exists():  # --force over a link: the file it names is replaced, the link kept
+        target = target.resolve()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or "."))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -121,6 +124,7 @@ def check_new(paths: list[str | None], force: bool, inputs: list[str | None] | t
         _not_an_input(target, [str(p) for p in inputs if p])
         if target.is_dir():
             raise NpuportError(f"{path} is a folder", "a file path for the report", path)
+        _regular(target)
         if os.path.lexists(target) and not force:
             raise NpuportError(f"{path} already exists", "a new output path, or --force to replace it", path)
         parent = target.parent
@@ -130,17 +134,35 @@ def check_new(paths: list[str | None], force: bool, inputs: list[str | None] | t
             raise NpuportError(f"{parent} is not a folder", "an existing folder for the report", str(parent))
 
 
+_SYSTEM = ("/dev/", "/proc/", "/sys/")  # device and process paths: -o /dev/stdout is stdout, which -o left out gives
+
+
+def _regular(target: Path) -> None:
+    """A report replaces a file by renaming a new one over it: never a device, a pipe or a process's descriptor (as
+    root, -o /dev/stdout --force swapped the system's link for a file), nor whatever a link names that is not a
+    file."""
+    if os.path.abspath(target).startswith(_SYSTEM) or target.exists() and not target.is_file():
+        raise NpuportError(f"{target} is not a regular file (a device or a pipe)", "a file path for the report "
+                           "(leave -o out to write to stdout)", str(target))
+
+
 def _not_an_input(target: Path, inputs: list[str]) -> None:
     """The report never replaces what the command reads: an input file (through a link too) or anything inside an
     input folder (a parity record, an Ascend profiler folder)."""
-    where = target.resolve()
+    try:
+        where = target.resolve()
+    except (OSError, RuntimeError):  # a link that loops: it names no input; the existence check decides
+        return
     for given in inputs:
         src = Path(given)
-        if not src.exists() and ":" in given:  # model.py:function
+        if not src.exists() and ":" in given and given.rsplit(":", 1)[0].endswith(".py"):  # model.py:function
             src = Path(given.rsplit(":", 1)[0])
         if not src.exists():
-            continue  # a device name (cuda, npu), or an input another check reports
-        real = src.resolve()
+            continue  # a device name (cuda, npu:0), or an input another check reports
+        try:
+            real = src.resolve()
+        except (OSError, RuntimeError):
+            continue
         if where == real:
             raise NpuportError(f"refusing to write the report over an input file {target}",
                                "an output path that is not one of the inputs", str(target))

@@ -37,15 +37,8 @@ def _apply(fn: F, opts: list[Callable[[Any], Any]]) -> F:
     return fn
 
 
-def positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """A click callback: a number that must be finite and above zero (a tolerance, a time budget)."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise click.BadParameter(f"expected a finite number above 0, received {value}")
-    return value
-
-
 def not_negative(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """A click callback: a finite number, zero or more (a size to rotate through)."""
+    """A click callback: a finite number, zero or more (a tolerance, where 0 asks for bit-exact; a budget; a size)."""
     if value is not None and not (math.isfinite(value) and value >= 0):
         raise click.BadParameter(f"expected a finite number, 0 or more, received {value}")
     return value

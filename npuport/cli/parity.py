@@ -24,7 +24,7 @@ from npuport.cli.common import check_new, check_out_dir, handle_errors, say
 from npuport.cli.lazy import Command, Group
 from npuport.cli.options import (
     deprecated,
-    positive,
+    not_negative,
     quiet_debug,
     report_options,
     scenario_option,
@@ -85,8 +85,8 @@ def _golden(ctx: click.Context, param: click.Parameter, value: str | None) -> st
 def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
         click.option("--golden", metavar="cpu64|DIR", callback=_golden, help="A float64 golden: cpu64 runs the model on the CPU in float64; the verdict becomes relative."),
-        click.option("--k", "k", type=float, callback=positive, help="Relative verdict factor for every dtype (default: per dtype in mappings/tolerances.yaml)."),
-        click.option("--rel-l2", "rel_l2", type=float, callback=positive, help="Absolute rel_l2 threshold for every dtype."),
+        click.option("--k", "k", type=float, callback=not_negative, help="Relative verdict factor for every dtype (default: per dtype in mappings/tolerances.yaml)."),
+        click.option("--rel-l2", "rel_l2", type=float, callback=not_negative, help="Absolute rel_l2 threshold (0: bit-exact) for every dtype."),
         click.option("--no-localize", is_flag=True, help="Skip the replay of the first divergent module."),
         click.option("--allow-unmatched", is_flag=True, help="Entries present on one side only do not fail the run (still listed)."),
         report_options(FORMATS),
@@ -182,9 +182,11 @@ def _same_as_record(scenario: str, ref: str | None) -> None:
     if not isinstance(recorded, dict):
         return
     want = parse_scenario(scenario)
-    given = {"kind": want.kind} | {k: getattr(want, k) for k in ("batch", "seq", "past")
-                                     if f"{k}=" in scenario.partition(":")[2]}
-    differ = {k: v for k, v in given.items() if recorded.get(k) != v}
+    opts = scenario.partition(":")[2]
+    differ = want.kind != recorded.get("kind") or "batch=" in opts and want.batch != recorded.get("batch")
+    for k in ("seq", "past"):  # the record may hold a size shortened to the model's context: only longer differs
+        got = recorded.get(k)
+        differ = differ or f"{k}=" in opts and isinstance(got, int) and got > getattr(want, k)
     if differ:
         raise NpuportError("--scenario names another step than the record's", "the record's own step (leave --scenario "
                            f"out): {recorded.get('kind')} batch {recorded.get('batch')} x {recorded.get('seq')}"

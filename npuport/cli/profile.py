@@ -13,6 +13,7 @@ from npuport.cli.common import check_absent, check_new, check_out_dir, handle_er
 from npuport.cli.lazy import Command, Group
 from npuport.cli.options import quiet_debug, report_options, scenario_option, top_option, wide_option
 from npuport.errors import NpuportError
+from npuport.model.scenarios import parse_scenarios
 
 
 @click.group("profile", cls=Group)
@@ -69,7 +70,7 @@ def record(model: str | None, hf_config: str | None, out_dir: str, force: bool, 
         raise NpuportError("give exactly one model", "MODEL (a model.py) or --hf CONFIG.json",
                            f"MODEL={model!r}, --hf={hf_config!r}")
     check_out_dir(out_dir, "--out-dir")
-    names = [s.split(":", 1)[0] for s in (scenarios or ("prefill",))]
+    names = [s.name for s in parse_scenarios(list(scenarios or ("prefill",)))]  # "prefill+decode" is two
     raw = "_ascend_pt" if dev.split(":", 1)[0] == "npu" else ".trace.json.gz"  # the raw trace this device writes
     check_absent([str(Path(out_dir) / f"{n}{ext}") for n in names for ext in (".profile.json", raw)], force)
 

@@ -163,25 +163,28 @@ def apply_layout(module: torch.nn.Module, layout: Layout) -> Distributed:
         return info
     mesh = init_device_mesh(MESH_DEVICE, tuple(n for _, n in dims), mesh_dim_names=tuple(name for name, _ in dims))
     if layout.tp > 1:
-        _tp_divides(module, layout.tp)
         info.tp_plan = _tensor_parallel(module, mesh["tp"], info)
     if layout.dp > 1 and layout.zero > 0:
         _fully_shard(module, mesh["dp"], reshard=layout.zero == 3, info=info)
     return info
 
 
-# the head and width counts a tensor-parallel degree splits evenly (transformers' plan shards them by tp)
-_TP_SPLIT = ("num_attention_heads", "num_key_value_heads", "intermediate_size")
+# the head counts a tensor-parallel plan splits when it shards the attention projections (its q/k/v patterns)
+_TP_HEADS = ("num_attention_heads", "num_key_value_heads")
 
 
-def _tp_divides(module: torch.nn.Module, tp: int) -> None:
-    """tp must divide every count the plan splits: tp=3 on 32 heads would fail later, inside the model, as a shape
-    error that names neither tp nor the heads."""
-    config = getattr(module, "config", None)
-    if config is None:
+def _tp_divides(module: torch.nn.Module, tp: int, plan: dict[str, str]) -> None:
+    """tp must divide the heads the plan splits: tp=3 on 32 heads would fail later, inside the model, as a shape
+    error that names neither tp nor the heads. (Other widths are split only where the plan says, and torch's own
+    sharding reports those.)"""
+    if not any(p.endswith(("q_proj", "k_proj", "v_proj", "qkv_proj")) for p in plan):
         return
-    config = getattr(config, "get_text_config", lambda: config)()
-    for key in _TP_SPLIT:
+    config = getattr(module, "config", None)
+    try:
+        config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    except ValueError:  # several text configs: nothing to check against
+        return
+    for key in _TP_HEADS:
         n = getattr(config, key, None)
         if isinstance(n, int) and n > 0 and n % tp:
             raise NpuportError(f"tp={tp} does not divide the model's {key} ({n})",
@@ -201,6 +204,7 @@ def _tensor_parallel(module: torch.nn.Module, mesh: Any, info: Distributed) -> d
         raise NpuportError("tp= needs the model's tensor-parallel plan", "an HF model whose config has a "
                            "base_model_tp_plan, or a model file with parallelize(model, device_type)",
                            type(module).__name__)
+    _tp_divides(module, mesh.size(), plan)
     base, prefix = _base_model(module)
     styles = _styles()
     applied: dict[str, Any] = {}

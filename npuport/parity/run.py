@@ -231,7 +231,7 @@ def _options_from(manifest: dict[str, Any], opts: RunOptions) -> RunOptions:
     # the record's shapes; its mode unless this run asks for another (an eager record against a compiled live side)
     asked = opts.parsed_scenario.mode
     mode = asked if asked != "eager" else sc.get("mode", "eager")
-    scenario = (f"{sc['name']}:batch={sc['batch']},seq={sc['seq']}" + (f",past={sc['past']}" if sc.get("past") else "")
+    scenario = (f"{sc['name']}:batch={sc['batch']},seq={sc['seq']}" + (f",past={sc['past']}" if sc.get("past") is not None else "")
                 + (f",mode={mode}" if mode != "eager" else ""))
     capture = CaptureOptions(mode=cap["mode"], ops=cap["ops"],
                              op_sequence=cap["op_sequence"], backward=cap["backward"], keep=opts.capture.keep,
@@ -280,7 +280,7 @@ def same_step(ref: dict[str, Any], dev: dict[str, Any]) -> None:
 
 def _record(art: Artifact | RankedArtifact) -> Artifact | RankedArtifact:
     """A loaded side whose manifest has what the compare reads (a per-rank record's parts are checked as loaded)."""
-    if isinstance(art, Artifact):
-        check_record(art)
+    for part in [art] if isinstance(art, Artifact) else art.parts:
+        check_record(part)
     return art
 

@@ -51,10 +51,12 @@ def user_source(skip: int = 1, stop: FrameType | None = None) -> str | None:
     step's driver itself (FSDP's root hooks, the loss seed), and whatever called the audit (the CLI's click, a
     notebook cell) is not its source."""
     frame: FrameType | None = sys._getframe(skip)
-    while frame is not None and frame is not stop:
+    while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_SKIP_PREFIXES):
             return f"{filename}:{frame.f_lineno}"
+        if frame is stop:  # its own line counts (`with Recorder(m): y = m(x) * 2` in a user's script); above it, none
+            return None
         frame = frame.f_back
     return None
 

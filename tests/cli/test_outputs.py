@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from npuport.cli.bench import check_emit
+from npuport.cli.common import check_new, write_output
 from npuport.cli.main import cli
+from npuport.cli.options import not_negative
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "models"
 
@@ -37,6 +40,8 @@ def work(tmp_path: Path) -> Path:
     (tmp_path / "emitted").mkdir()
     (tmp_path / "emitted" / "01_case.py").write_text("# edited by hand")
     (tmp_path / "dangling.txt").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "prof").mkdir()
+    (tmp_path / "prof" / "decode.trace.json.gz").write_text("a trace recorded earlier")
     return tmp_path
 
 
@@ -64,7 +69,10 @@ CASES = [
     (["parity", "record", "--dev", "cpu", "tiny.py", "--out-dir", "note.txt", "--force"], "--out-dir note.txt is a file"),
     (["profile", "record", "tiny.py", "--out-dir", "note.txt"], "--out-dir note.txt is a file"),
     (["bench", "tiny.py", "--emit", "note.txt"], "--emit note.txt is a file"),
-    (["bench", "tiny.py", "--emit", "emitted"], "--emit emitted already holds files"),
+    (["bench", "tiny.py", "--emit", "emitted"], "--emit emitted already holds repro scripts of an earlier run"),
+    (["profile", "record", "tiny.py", "--scenario", "prefill:seq=8+decode:past=8", "--out-dir", "prof"],
+     "prof/decode.trace.json.gz already exists"),
+    (["kernels", "list", "-o", "/dev/stdout", "--force"], "/dev/stdout is not a regular file"),
     (["kernels", "build", "--dry-run", "--out-dir", "note.txt"], "--out-dir note.txt is a file"),
     (["profile", "record", "tiny.py", "--hf", "config.json", "--out-dir", "p"], "give exactly one model"),
 ]
@@ -79,14 +87,14 @@ def test_refused_in_one_line_before_any_work(work: Path, args: list[str], needle
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out
     assert {p: p.read_bytes() for p in work.rglob("*") if p.is_file()} == before  # nothing written, nothing lost
     assert sorted(p.name for p in work.iterdir()) == sorted(["tiny.py", "config.json", "note.txt", "rec", "folder",
-                                                              "emitted", "dangling.txt"])
+                                                              "emitted", "dangling.txt", "prof"])
 
 
 OPTION_CASES = [
     (["parity", "run", "tiny.py", "--ref", "cpu", "--dev", "cpu", "--golden", "cpu"], "expected cpu64 or a record folder"),
-    (["parity", "compare", "--ref", "rec", "--dev", "rec", "--k", "-1"], "expected a finite number above 0"),
-    (["parity", "compare", "--ref", "rec", "--dev", "rec", "--rel-l2", "nan"], "expected a finite number above 0"),
-    (["bench", "tiny.py", "--budget", "-1"], "expected a finite number above 0"),
+    (["parity", "compare", "--ref", "rec", "--dev", "rec", "--k", "-1"], "expected a finite number, 0 or more"),
+    (["parity", "compare", "--ref", "rec", "--dev", "rec", "--rel-l2", "nan"], "expected a finite number, 0 or more"),
+    (["bench", "tiny.py", "--budget", "-1"], "expected a finite number, 0 or more"),
     (["bench", "tiny.py", "--rotate-mb", "-5"], "expected a finite number, 0 or more"),
     (["audit", "tiny.py", "--world-size", "0"], "bad --world-size"),
     (["audit", "tiny.py", "--rank", "3"], "--rank names a rank of a job"),
@@ -104,3 +112,22 @@ def test_options_out_of_range_are_one_line(work: Path, args: list[str], needle: 
     errors = [ln for ln in out.splitlines() if ln.startswith("error: ")]
     assert len(errors) == 1 and needle in errors[0] and "Traceback" not in out, out
     assert not (work / "list.md").exists()
+
+
+def test_what_the_checks_let_through(work: Path) -> None:
+    """The checks refuse only what they name: a device spelled with an index beside a folder of that name, a folder
+    of notes for --emit, --force through a link (the file it names replaced, the link kept), 0 where it means
+    bit-exact or minimum repetitions."""
+    (work / "npu").mkdir()
+    check_new([str(work / "npu" / "parity.json")], False, inputs=["npu:0", "cuda:1"])
+    (work / "notes").mkdir()
+    (work / "notes" / "README.md").write_text("notes")
+    check_emit(str(work / "notes"), False)
+    (work / "real.txt").write_text("old")
+    (work / "link.txt").symlink_to(work / "real.txt")
+    check_new([str(work / "link.txt")], True)
+    write_output(str(work / "link.txt"), "new", True)
+    assert (work / "link.txt").is_symlink() and (work / "real.txt").read_text() == "new"
+    assert not_negative(None, None, 0.0) == 0.0  # type: ignore[arg-type]
+    code, out = _run(["parity", "compare", "--ref", "rec", "--dev", "rec", "--rel-l2", "0"], work)
+    assert "--rel-l2" not in out  # the option is accepted; the hand-made record is what fails

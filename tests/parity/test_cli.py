@@ -144,3 +144,9 @@ def test_a_scenario_other_than_the_records_is_refused(two_steps, llama_config):
     assert r.exit_code == 2 and r.output.startswith("error: --scenario names another step than the record's"), r.output
     r = run("compare", "--hf", llama_config, "--ref", str(two_steps / "pre"), "--dev", "cpu", "--scenario", SCEN, "--quiet")
     assert r.exit_code == 0, r.output
+    # a size shorter than the record's differs; a longer one may be what the record shortened to the model's context
+    dec = str(two_steps / "dec")
+    r = run("compare", "--hf", llama_config, "--ref", dec, "--dev", "cpu", "--scenario", "decode:past=4", "--quiet")
+    assert r.exit_code == 2 and "another step than the record's" in r.output, r.output
+    r = run("compare", "--hf", llama_config, "--ref", dec, "--dev", "cpu", "--scenario", "decode:past=100000", "--quiet")
+    assert r.exit_code == 0, r.output

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from npuport.trace.recorder import Recorder
 from npuport.trace.run import new_fake_mode, trace_module
 
 
@@ -118,3 +119,18 @@ def test_an_op_the_step_driver_issues_has_no_source_line():
     assert driver and all(c.source is None for c in driver), [(c.op, c.source) for c in driver]
     model_ops = [c for c in t.calls if c.phase == "forward" and c.module.startswith("blocks.")]
     assert model_ops and all(c.source and c.source.rsplit(":", 1)[0].endswith("test_recorder.py") for c in model_ops)
+
+
+def test_ops_written_in_the_recorders_own_block_keep_their_line():
+    # Recorder used directly: the block that entered it is the user's code, its lines are the ops' sources
+    mode = new_fake_mode()
+    with mode:
+        model = Outer()
+        x = torch.randn(3, 16)
+        with Recorder(model, "prefill") as rec:
+            y = model(x) * 2  # DIRECT_LINE
+    line = next(i for i, text in enumerate(inspect.getsource(test_ops_written_in_the_recorders_own_block_keep_their_line)
+                                            .splitlines()) if "DIRECT_LINE" in text and "text" not in text)
+    start = inspect.getsourcelines(test_ops_written_in_the_recorders_own_block_keep_their_line)[1]
+    mul = [c for c in rec.trace.calls if c.op == "aten::mul.Tensor" and c.module == ""]
+    assert y.shape == (3, 4) and len(mul) == 1 and mul[0].source.endswith(f"test_recorder.py:{start + line}")
