@@ -179,7 +179,7 @@ def _tp_divides(module: torch.nn.Module, tp: int, plan: dict[str, str]) -> None:
     sharding reports those.)"""
     if not any(p.endswith(("q_proj", "k_proj", "v_proj", "qkv_proj")) for p in plan):
         return
-    config = getattr(module, "config", None)
+    config: Any = getattr(module, "config", None)
     try:
         config = config.get_text_config() if hasattr(config, "get_text_config") else config
     except ValueError:  # several text configs: nothing to check against
