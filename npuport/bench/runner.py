@@ -68,13 +68,23 @@ def _load_json(path: str) -> dict[str, Any]:
 
 
 def _loader_from_origin(data: dict[str, Any], dtype: str | None, attn: str) -> Callable[[], Any] | None:
-    origin = (data.get("model") or {}).get("origin") or ""
+    info = data.get("model") or {}
+    origin = info.get("origin") or ""
     if not origin or not Path(origin.split(":")[0]).is_file():
         return None
-    if origin.endswith(".json"):
-        return lambda: load_target(hf_config=origin, dtype=dtype, attn=attn, fake=False)
-    entry = (data.get("model") or {}).get("entry")  # the builder a `file.py:function` audit used (schema 1.x: absent)
-    return lambda: load_target(model=origin, entry=entry, fake=False)
+    entry = info.get("entry")  # the builder a `file.py:function` audit used (schema 1.x: absent)
+
+    def load() -> Any:
+        lm = (load_target(hf_config=origin, dtype=dtype, attn=attn, fake=False) if origin.endswith(".json")
+              else load_target(model=origin, entry=entry, fake=False))
+        # origin is the path as the audit was given it: from another folder it may name another model
+        want = info.get("parameters")
+        if isinstance(want, int) and lm.parameters != want:
+            raise NpuportError(f"{origin} from here is not the audited model", f"{want:,} parameters, as audited (run "
+                               "bench from the folder the audit ran in)", f"{lm.parameters:,} parameters")
+        return lm
+
+    return load
 
 
 def run_bench(
@@ -210,7 +220,8 @@ def _time_whole_step(loader: Callable[[], Any] | None, sc: Any, where: str, cloc
                      sync: Callable[[], None] | None, say: Progress) -> tuple[Any, Any, Any] | str:
     """(step measurement, kernel time, kernel count), or why the step was not timed."""
     if loader is None:
-        return "the model file is not available (pass MODEL or --hf together with --from)"
+        return ("the model file the audit names (its model.origin) is not at that path from here: run bench from the "
+                "folder the audit ran in, or bench MODEL / --hf CONFIG.json instead of --from")
     say("end-to-end: building the model with random weights on the device and timing the whole step")
     try:
         return time_step(loader, sc, where, clock, sync=sync)

@@ -110,11 +110,21 @@ EMITTED = re.compile(r"^\d{2,}_.+\.py$")  # the scripts --emit writes: NN_op_sha
 def check_emit(emit_dir: str | None, force: bool) -> None:
     """--emit DIR writes one script per case: never into a file, and never over scripts already there (a user may
     have edited them) unless --force."""
-    check_out_dir(emit_dir, "--emit")
+    check_out_dir(emit_dir, "--emit")  # the scripts have their own names: inputs beside them are safe
     if not emit_dir or force or not Path(emit_dir).is_dir():
         return
-    earlier = sorted(p.name for p in Path(emit_dir).iterdir() if EMITTED.match(p.name))
+    earlier = sorted(p.name for p in Path(emit_dir).iterdir() if EMITTED.match(p.name) and _emitted(p))
     if earlier:
         raise NpuportError(f"--emit {emit_dir} already holds repro scripts of an earlier run ({', '.join(earlier[:3])}"
                            + (", ..." if len(earlier) > 3 else "") + ")", "a folder without them, or --force to "
                            "replace them", emit_dir)
+
+
+def _emitted(path: Path) -> bool:
+    """A script bench wrote (its docstring says so), not the user's own numbered script."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            return "written by `npuport bench`" in fh.read(400)
+    except OSError:
+        return False
+

@@ -116,8 +116,13 @@ def check_new(paths: list[str | None], force: bool, inputs: list[str | None] | t
             continue
         if not path.strip():
             raise NpuportError("an output path is empty", "a file name", repr(path))
+        if path.endswith(("/", os.sep)):  # `-o out/` names a folder; writing a file called `out` is not what was asked
+            raise NpuportError(f"{path} names a folder", "a file path for the report", path)
         target = Path(path)
-        key = os.path.abspath(path)
+        try:
+            key = str(target.resolve())  # through links: two names of one file are one output
+        except (OSError, RuntimeError):
+            key = os.path.abspath(path)
         if key in seen:
             raise NpuportError(f"{path} is given as two outputs", "a different file for each (-o, --json-out)", path)
         seen.add(key)
@@ -171,18 +176,35 @@ def _not_an_input(target: Path, inputs: list[str]) -> None:
                                "an output path outside the inputs", str(target))
 
 
-def check_absent(paths: list[str], force: bool) -> None:
-    """Files and folders a command will make inside its own --out-dir (created if missing): none may exist yet,
-    unless --force (the command's own checks then say what it may replace)."""
+def check_absent(paths: list[str], force: bool, inputs: list[str | None] | tuple[str | None, ...] = ()) -> None:
+    """Files and folders a command will make inside its own --out-dir (created if missing): none may be an input, and
+    none may exist yet unless --force (the command's own checks then say what it may replace)."""
     for path in paths:
+        _not_an_input(Path(path), [str(p) for p in inputs if p])
         if os.path.lexists(path) and not force:
             raise NpuportError(f"{path} already exists", "a new output path, or --force to replace it", path)
 
 
-def check_out_dir(path: str | None, what: str) -> None:
-    """A folder the command creates or fills (--out-dir, --emit) must not be a file: one line, before any work."""
-    if path and os.path.lexists(path) and not Path(path).is_dir():
+def check_out_dir(path: str | None, what: str, inputs: list[str | None] | tuple[str | None, ...] = ()) -> None:
+    """A folder the command creates or fills (--out-dir, --emit), checked before any work: neither it nor a folder
+    above it is a file, and it holds none of the inputs (a record replaced with --force is deleted whole)."""
+    if not path:
+        return
+    folder = Path(path)
+    if os.path.lexists(folder) and not folder.is_dir():
         raise NpuportError(f"{what} {path} is a file", "a folder to create, or one this command wrote before", path)
+    above = next((p for p in folder.absolute().parents if os.path.lexists(p)), None)
+    if above is not None and not above.is_dir():
+        raise NpuportError(f"{what} {path} lies under {above}, a file", "a folder to create", path)
+    if folder.is_dir():
+        real = folder.resolve()
+        for given in inputs:
+            src = Path(given) if given else None
+            if src is not None and not src.exists() and ":" in str(given) and str(given).rsplit(":", 1)[0].endswith(".py"):
+                src = Path(str(given).rsplit(":", 1)[0])
+            if src is not None and src.exists() and src.resolve().is_relative_to(real):
+                raise NpuportError(f"{what} {path} holds an input, {given}", "a folder apart from the model and its "
+                                   "config (what the command writes there may replace it)", path)
 
 
 def pick_format(fmt: str | None, output: str | None, formats: tuple[str, ...]) -> str:

@@ -213,5 +213,5 @@ def record_cmd(scenario: str, model: str | None, hf_config: str | None, out_dir:
     """
     if not out_dir:
         raise NpuportError("parity record needs the directory to create", "--out-dir DIR", "no --out-dir")
-    check_out_dir(out_dir, "--out-dir")
+    check_out_dir(out_dir, "--out-dir", inputs=[model, hf_config])
     _checks(scenario, quiet, model, hf_config)

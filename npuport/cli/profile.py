@@ -72,7 +72,8 @@ def record(model: str | None, hf_config: str | None, out_dir: str, force: bool, 
     check_out_dir(out_dir, "--out-dir")
     names = [s.name for s in parse_scenarios(list(scenarios or ("prefill",)))]  # "prefill+decode" is two
     raw = "_ascend_pt" if dev.split(":", 1)[0] == "npu" else ".trace.json.gz"  # the raw trace this device writes
-    check_absent([str(Path(out_dir) / f"{n}{ext}") for n in names for ext in (".profile.json", raw)], force)
+    check_absent([str(Path(out_dir) / f"{n}{ext}") for n in names for ext in (".profile.json", raw)], force,
+                 inputs=[model, hf_config])
 
 
 @profile.command("import", cls=Command, impl="npuport.cli.profile_impl:import_trace")

@@ -169,6 +169,9 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
                            f"{arts['ref'].manifest['model']['name']} vs {arts['dev'].manifest['model']['name']}")
     if "ref" in arts and "dev" in arts:
         same_step(arts["ref"].manifest["scenario"], arts["dev"].manifest["scenario"])
+        same_seed(arts["ref"].manifest, arts["dev"].manifest)
+    if "golden" in arts:
+        float64_golden(arts["golden"])
     say(progress, "comparing")
     comp = compare(caps["ref"], caps["dev"], tols, caps.get("golden"), allow_unmatched)
     first = first_divergence(comp) if comp.failed else None
@@ -283,4 +286,21 @@ def _record(art: Artifact | RankedArtifact) -> Artifact | RankedArtifact:
     for part in [art] if isinstance(art, Artifact) else art.parts:
         check_record(part)
     return art
+
+
+def same_seed(ref: dict[str, Any], dev: dict[str, Any]) -> None:
+    """Records of other seeds hold other weights and inputs: every entry would differ, and that is not a divergence."""
+    a, b = ref["rng"].get("seed"), dev["rng"].get("seed")
+    if a != b:
+        raise NpuportError("the two records were made with different seeds (other weights and inputs)",
+                           "records made with the same --seed", f"seed {a} vs seed {b}")
+
+
+def float64_golden(art: Artifact | RankedArtifact) -> None:
+    """A golden record is a float64 run (`--dev cpu64`): a float32 record as the golden would judge the other sides
+    against a reference as rounded as they are, and pass what it should not."""
+    device = art.manifest.get("device") or {}
+    if not device.get("float64"):
+        raise NpuportError(f"--golden {art.path} is not a float64 record", "a record of `parity record --dev cpu64` "
+                           "(or --golden cpu64 to run it now)", f"a record on {device.get('label', '?')}")
 

@@ -101,3 +101,21 @@ def test_an_audit_json_missing_fields_is_one_line(tmp_path):
     res = run("bench", "--from", str(audit), *FAST)
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert "is not an audit JSON bench can read (KeyError" in res.output
+
+
+def test_bench_from_another_folder_does_not_time_another_model(tmp_path, monkeypatch):
+    # the audit JSON's origin is the path as the audit was given it; from another folder it can name another file
+    make = "import torch\n\n\ndef build_model():\n    return {}\n\n\ndef example_inputs(scenario):\n" \
+           "    return (torch.randn(scenario.batch, scenario.seq, 16),)\n"
+    (tmp_path / "m.py").write_text(make.format("torch.nn.Linear(16, 4)"))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "m.py").write_text(make.format("torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.Linear(64, 4))"))
+    monkeypatch.chdir(tmp_path)
+    res = run("audit", "m.py", "--scenario", "prefill:batch=2,seq=16", "--chip", "H200", "-o", "a.json", "--quiet")
+    assert res.exit_code == 0, res.output
+    monkeypatch.chdir(tmp_path / "sub")
+    res = run("bench", "--from", "../a.json", "--top", "1", "--no-kernel-check", "-o", "b.json", *FAST)
+    assert res.exit_code == 0, res.output
+    data = json.loads((tmp_path / "sub" / "b.json").read_text())
+    e2e = data["end_to_end"]
+    assert not e2e.get("step") and "is not the audited model" in e2e["error"], e2e

@@ -38,10 +38,13 @@ def work(tmp_path: Path) -> Path:
     (tmp_path / "rec" / "manifest.json").write_text('{"schema": "npuport.parity/1"}')
     (tmp_path / "folder").mkdir()
     (tmp_path / "emitted").mkdir()
-    (tmp_path / "emitted" / "01_case.py").write_text("# edited by hand")
+    (tmp_path / "emitted" / "01_case.py").write_text('"""Standalone repro of aten::mm, written by `npuport bench`."""\n# edited')
     (tmp_path / "dangling.txt").symlink_to(tmp_path / "nowhere")
     (tmp_path / "prof").mkdir()
     (tmp_path / "prof" / "decode.trace.json.gz").write_text("a trace recorded earlier")
+    (tmp_path / "prof" / "prefill.profile.json").write_text(json.dumps({"model_type": "llama"}))  # a config, here
+    (tmp_path / "rec" / "model.py").write_text((FIX / "tiny.py").read_text())
+    (tmp_path / "note-link.txt").symlink_to(tmp_path / "note.txt")
     return tmp_path
 
 
@@ -70,9 +73,16 @@ CASES = [
     (["profile", "record", "tiny.py", "--out-dir", "note.txt"], "--out-dir note.txt is a file"),
     (["bench", "tiny.py", "--emit", "note.txt"], "--emit note.txt is a file"),
     (["bench", "tiny.py", "--emit", "emitted"], "--emit emitted already holds repro scripts of an earlier run"),
-    (["profile", "record", "tiny.py", "--scenario", "prefill:seq=8+decode:past=8", "--out-dir", "prof"],
+    (["profile", "record", "tiny.py", "--scenario", "train:seq=8+decode:past=8", "--out-dir", "prof"],
      "prof/decode.trace.json.gz already exists"),
     (["kernels", "list", "-o", "/dev/stdout", "--force"], "/dev/stdout is not a regular file"),
+    (["audit", "tiny.py", "-o", "newout/"], "newout/ names a folder"),
+    (["audit", "tiny.py", "-o", "note.txt", "--json-out", "note-link.txt", "--force"], "is given as two outputs"),
+    (["profile", "record", "tiny.py", "--out-dir", "note.txt/sub"], "lies under"),
+    (["bench", "tiny.py", "--emit", "note.txt/sub"], "lies under"),
+    (["parity", "record", "--dev", "cpu", "rec/model.py", "--out-dir", "rec", "--force"], "holds an input"),
+    (["profile", "record", "--hf", "prof/prefill.profile.json", "--out-dir", "prof", "--force"],
+     "refusing to write the report over an input file"),
     (["kernels", "build", "--dry-run", "--out-dir", "note.txt"], "--out-dir note.txt is a file"),
     (["profile", "record", "tiny.py", "--hf", "config.json", "--out-dir", "p"], "give exactly one model"),
 ]
@@ -87,7 +97,7 @@ def test_refused_in_one_line_before_any_work(work: Path, args: list[str], needle
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out
     assert {p: p.read_bytes() for p in work.rglob("*") if p.is_file()} == before  # nothing written, nothing lost
     assert sorted(p.name for p in work.iterdir()) == sorted(["tiny.py", "config.json", "note.txt", "rec", "folder",
-                                                              "emitted", "dangling.txt", "prof"])
+                                                              "emitted", "dangling.txt", "prof", "note-link.txt"])
 
 
 OPTION_CASES = [
@@ -122,6 +132,8 @@ def test_what_the_checks_let_through(work: Path) -> None:
     check_new([str(work / "npu" / "parity.json")], False, inputs=["npu:0", "cuda:1"])
     (work / "notes").mkdir()
     (work / "notes" / "README.md").write_text("notes")
+    check_emit(str(work / "notes"), False)
+    (work / "notes" / "02_mine.py").write_text("x = 1  # the user's own numbered script, not bench's")
     check_emit(str(work / "notes"), False)
     (work / "real.txt").write_text("old")
     (work / "link.txt").symlink_to(work / "real.txt")

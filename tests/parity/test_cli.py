@@ -150,3 +150,16 @@ def test_a_scenario_other_than_the_records_is_refused(two_steps, llama_config):
     assert r.exit_code == 2 and "another step than the record's" in r.output, r.output
     r = run("compare", "--hf", llama_config, "--ref", dec, "--dev", "cpu", "--scenario", "decode:past=100000", "--quiet")
     assert r.exit_code == 0, r.output
+
+
+def test_a_golden_that_is_not_float64_and_records_of_other_seeds_are_input_errors(two_steps, llama_config, tmp_path):
+    # a float32 record as the golden judged the other sides against a reference as rounded as they are: a false PASS
+    pre = str(two_steps / "pre")
+    r = run("compare", "--ref", pre, "--dev", pre, "--golden", pre, "--quiet")
+    assert r.exit_code == 2 and "is not a float64 record" in r.output, r.output
+    other = str(tmp_path / "seed1")
+    r = run("record", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN, "--stats-only", "--seed", "1",
+            "--out-dir", other, "--quiet")
+    assert r.exit_code == 0, r.output
+    r = run("compare", "--ref", pre, "--dev", other, "--quiet")
+    assert r.exit_code == 2 and "made with different seeds" in r.output, r.output
