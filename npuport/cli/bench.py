@@ -57,7 +57,7 @@ def candidates(text: str) -> set[str] | None:
 @click.option("--budget", "budget_s", default=0.5, show_default=True, callback=not_negative, help="Seconds of timed calls per candidate; slow ops get fewer reps (never under 5).")
 @click.option("--rotate-mb", default=256, show_default=True, callback=not_negative, help="Rotate input sets until they span this many MiB (defeats cache reuse).")
 @click.option("--candidates", "cands", default="auto", show_default=True, help="Comma list of eager, compile, graph, alt (registered alternatives); auto: all but graph (cpu: no compile).")
-@click.option("--graph-below-us", default=20.0, show_default=True, help="With the graph candidate: capture only ops under this eager time.")
+@click.option("--graph-below-us", default=20.0, show_default=True, callback=not_negative, help="With the graph candidate: capture only ops under this eager time.")
 @click.option("--pin-cpu", type=int, metavar="CORE", help="Pin the launching thread to one CPU core.")
 @click.option("--kernel-check/--no-kernel-check", default=True, show_default=True, help="Record kernel names under the profiler and check the expected path.")
 @click.option("--e2e/--no-e2e", default=True, show_default=True, help="Time the whole step (model with random weights on the device) against the sum of its ops.")

@@ -192,7 +192,8 @@ def check_out_dir(path: str | None, what: str, inputs: list[str | None] | tuple[
         return
     folder = Path(path)
     if os.path.lexists(folder) and not folder.is_dir():
-        raise NpuportError(f"{what} {path} is a file", "a folder to create, or one this command wrote before", path)
+        kind = "a link to nothing" if folder.is_symlink() and not folder.exists() else "a file"
+        raise NpuportError(f"{what} {path} is {kind}", "a folder to create, or one this command wrote before", path)
     above = next((p for p in folder.absolute().parents if os.path.lexists(p)), None)
     if above is not None and not above.is_dir():
         raise NpuportError(f"{what} {path} lies under {above}, a file", "a folder to create", path)

@@ -10,6 +10,7 @@ device side on every rank into a per-rank record beside the reference, then comp
 from __future__ import annotations
 
 import contextvars
+import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -18,7 +19,7 @@ from typing import Any
 
 from npuport.devices.device import Device, NumericsPolicy, parse_device, preserved_numerics
 from npuport.errors import NpuportError
-from npuport.parity.artifact import Artifact, check_record
+from npuport.parity.artifact import MANIFEST, Artifact, check_record
 from npuport.parity.compare import Comparison, compare
 from npuport.parity.entries import Capture, CaptureOptions
 from npuport.parity.localize import FirstDivergence, first_divergence, replay
@@ -66,7 +67,14 @@ class ParityResult:
         return text
 
 
+_DEVICE_NAME = re.compile(r"^(cpu|cpu64|cuda(:\d+)?|npu(:\d+)?)$")
+
+
 def is_artifact_path(text: str) -> bool:
+    """A record folder, or a device. A device name (npu, cuda:1) stays a device beside a folder of that name, unless
+    that folder is a record (it has a manifest)."""
+    if _DEVICE_NAME.match(text) and not (Path(text) / MANIFEST).is_file():
+        return False
     return Path(text).exists() or "/" in text or text.startswith(".")
 
 

@@ -15,6 +15,7 @@ from npuport.cli.bench import check_emit
 from npuport.cli.common import check_new, write_output
 from npuport.cli.main import cli
 from npuport.cli.options import not_negative
+from npuport.parity.run import is_artifact_path
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "models"
 
@@ -106,6 +107,8 @@ OPTION_CASES = [
     (["parity", "compare", "--ref", "rec", "--dev", "rec", "--rel-l2", "nan"], "expected a finite number, 0 or more"),
     (["bench", "tiny.py", "--budget", "-1"], "expected a finite number, 0 or more"),
     (["bench", "tiny.py", "--rotate-mb", "-5"], "expected a finite number, 0 or more"),
+    (["bench", "tiny.py", "--graph-below-us", "nan"], "expected a finite number, 0 or more"),
+    (["profile", "record", "tiny.py", "--out-dir", "dangling.txt"], "--out-dir dangling.txt is a link to nothing"),
     (["audit", "tiny.py", "--world-size", "0"], "bad --world-size"),
     (["audit", "tiny.py", "--rank", "3"], "--rank names a rank of a job"),
     (["audit", "tiny.py", "--scenario", "prefill:batch=1,batch=2"], "batch= given twice"),
@@ -141,5 +144,14 @@ def test_what_the_checks_let_through(work: Path) -> None:
     write_output(str(work / "link.txt"), "new", True)
     assert (work / "link.txt").is_symlink() and (work / "real.txt").read_text() == "new"
     assert not_negative(None, None, 0.0) == 0.0  # type: ignore[arg-type]
+    # a device name beside a folder of that name stays a device, unless the folder is a record
+    old = os.getcwd()
+    os.chdir(work)
+    try:
+        assert not is_artifact_path("npu") and is_artifact_path("rec")
+        (work / "npu" / "manifest.json").write_text("{}")
+        assert is_artifact_path("npu")
+    finally:
+        os.chdir(old)
     code, out = _run(["parity", "compare", "--ref", "rec", "--dev", "rec", "--rel-l2", "0"], work)
     assert "--rel-l2" not in out  # the option is accepted; the hand-made record is what fails
