@@ -89,6 +89,9 @@ def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], 
     """
     if (model is None) == (hf_config is None):
         raise NpuportError("give exactly one model", "MODEL (a model.py) or --hf CONFIG.json", f"MODEL={model!r}, --hf={hf_config!r}")
+    if _.get("profile_scenario") and not _.get("profiles"):
+        raise NpuportError("--profile-scenario names the scenario a --profile measured", "--profile ART.json with it",
+                           f"--profile-scenario {_.get('profile_scenario')} alone")
     # fail before the (long) audit, not after it
     check_new([output, json_out], force, inputs=[model, hf_config, *_.get("profiles", ())])
     if static_only:

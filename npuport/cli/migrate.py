@@ -11,6 +11,7 @@ import click
 from npuport.cli.common import handle_errors
 from npuport.cli.lazy import Command
 from npuport.cli.options import quiet_debug
+from npuport.errors import NpuportError
 
 
 @click.command("migrate", cls=Command, impl="npuport.cli.migrate_impl:migrate")
@@ -36,3 +37,5 @@ def migrate(**_: Any) -> None:
       npuport migrate pretrain/tinyllama.py --root .      # follows lit_gpt/ through sys.path.append
       npuport migrate train.py --write                    # in place, originals kept as .bak
     """
+    if _.get("force") and not _.get("write"):  # --force replaces .bak backups, which only --write makes
+        raise NpuportError("--force without --write", "--write --force (to replace earlier .bak backups)", "--force")

@@ -115,6 +115,8 @@ OPTION_CASES = [
     (["coverage", "list", "--status", "native", "-o", "list.md"], "its extension asks for markdown"),
     (["audit", "tiny.py", "--from-chip", "Ascend910A"], "is not a CUDA GPU"),
     (["audit", "tiny.py:build_model", "--entry", "alt_builder"], "the builder is named twice"),
+    (["migrate", "tiny.py", "--force"], "--force without --write"),
+    (["audit", "tiny.py", "--profile-scenario", "prefill"], "--profile-scenario names the scenario a --profile measured"),
 ]
 
 
