@@ -36,6 +36,7 @@ def bench_to_json(rep: BenchReport) -> dict[str, Any]:
         "npuport_version": npuport.__version__,
         "model": rep.model,
         "scenario": rep.scenario,
+        "scenario_sizes": rep.scenario_sizes,
         "device": {"name": rep.device, "description": rep.device_name, "chip": rep.chip, "clock": rep.clock},
         "environment": environment(),
         "options": asdict(rep.options),

@@ -51,6 +51,7 @@ class BenchReport:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     emitted: list[str] = field(default_factory=list)
+    scenario_sizes: dict[str, Any] | None = None  # the step's kind, batch, seq, past and mode (Scenario.to_json)
 
     @property
     def kernel_path_failures(self) -> list[CaseResult]:
@@ -156,7 +157,8 @@ def run_bench(
     memory_cap = int(free_memory(where) * opts.memory_fraction)
     if dev.kind_of(where) == "cpu":
         memory_cap = min(memory_cap, 4 << 30)
-    rep = BenchReport(model_info, sc_name, where, dev.device_name(where), chip_name, clock.kind, opts, [], skipped, notes=notes)
+    rep = BenchReport(model_info, sc_name, where, dev.device_name(where), chip_name, clock.kind, opts, [], skipped, notes=notes,
+                      scenario_sizes=sc_obj.to_json() if sc_obj is not None else None)
     rep.clock_state["before"] = clocks.clock_state(where)
     # the compiler's logs and warnings stay off the terminal for the run, unless opts.debug
     with dev.pinned(pin_cpu), clocks.ClockSampler(where) as sampler, compiler_output(opts.debug):

@@ -73,10 +73,19 @@ def answer(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _step(data: dict[str, Any]) -> str:
+    """The scenario with its sizes (a report of schema 1 before they were kept: the name alone)."""
+    s = data.get("scenario_sizes")
+    if not s:
+        return str(data["scenario"])
+    return (f"{data['scenario']} (batch {s['batch']} x {s['seq']}" + (f", past {s['past']}" if s.get("past") else "")
+            + (f", {s['mode']} mode" if s.get("mode", "eager") != "eager" else "") + ")")
+
+
 def render_text(data: dict[str, Any], console: Any, wide: bool = False) -> None:
     dev = data["device"]
     chip = dev["chip"] or "no chip profile"
-    console.print("[bold]npuport bench[/bold] " + escape(f"{data['model'].get('name')} / {data['scenario']} on {dev['name']} "
+    console.print("[bold]npuport bench[/bold] " + escape(f"{data['model'].get('name')} / {_step(data)} on {dev['name']} "
                   f"({dev['description']}; roofline {chip}; {dev['clock']})"))
     for line in answer(data):
         console.print(escape(line))

@@ -39,6 +39,7 @@ def test_bench_json_end_to_end_and_emit(tiny_llama, tmp_path):
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     assert data["schema"] == "npuport.bench/1" and data["device"]["name"] == "cpu" and data["device"]["clock"] == "host-monotonic"
+    assert data["scenario"] == "prefill" and data["scenario_sizes"]["batch"] == 1 and data["scenario_sizes"]["seq"] == 32
     case = data["cases"][0]
     assert case["median_s"] > 0 and case["attainment"] > 0 and case["achieved_flops_per_s"] > 0
     assert case["candidates"][0]["name"] == "eager"
@@ -55,6 +56,7 @@ def test_bench_text_from_audit_json(tmp_path):
     res = run("bench", "--from", str(audit), "--top", "5", "--no-kernel-check", *FAST)
     assert res.exit_code == 0, res.output
     assert "npuport bench" in res.output and "aten::addmm" in res.output and "end-to-end" in res.output
+    assert "/ prefill (batch 2 x 16) on cpu" in res.output
 
 
 def test_quiet_bench_leaves_stderr_empty(tmp_path):
