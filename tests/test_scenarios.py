@@ -49,3 +49,16 @@ def test_fit_to_context():
     sc, note = fit_to_context(DEFAULTS["decode"], 2048)
     assert sc.past == 2047 and sc.seq == 1
     assert fit_to_context(DEFAULTS["prefill"], None) == (DEFAULTS["prefill"], None)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "compile", "reduce-overhead"])
+def test_each_mode_parses_and_its_spec_gives_it_back(mode: str) -> None:
+    sc = parse_scenario(f"decode:past=64,mode={mode}")
+    assert sc.mode == mode and parse_scenario(sc.spec()) == sc
+    assert ("mode=" in sc.spec()) == (mode != "eager")
+
+
+def test_an_unknown_mode_names_every_mode() -> None:
+    with pytest.raises(NpuportError) as err:
+        parse_scenario("decode:mode=max-autotune")
+    assert "mode=reduce-overhead" in str(err.value) and "mode=compile" in str(err.value)

@@ -24,9 +24,10 @@ SCENARIO_METAVAR = GRAMMAR
 SCENARIO_HELP = ("train (forward + backward), prefill or decode, each optionally sized: batch= sequences, seq= new "
                  "tokens per sequence, past= tokens already in the KV cache (e.g. decode:batch=4,past=8192); a name "
                  "alone takes that step's default size ({sizes}), shortened to fit the model's positions; mode=graph "
-                 "times the step as one captured graph (CUDA graphs / torch.compile reduce-overhead; torchair / aclgraph "
-                 "on the NPU), mode=compile as torch.compile's default mode (pointwise ops fused, each kernel launched "
-                 "from Python), instead of eager op-by-op launches.")
+                 "times the step's eager kernels as one captured graph (CUDA graphs; NPUGraph / aclgraph on the NPU), "
+                 "mode=compile as torch.compile's default mode (pointwise ops fused, each kernel launched from Python), "
+                 "mode=reduce-overhead as torch.compile(mode=\"reduce-overhead\") (the compiled kernels replayed as "
+                 "graphs), instead of eager op-by-op launches.")
 TOP_HELP = "Rows shown in tables (0: all)."
 REMOVED_IN = "0.2.0"  # the deprecated spellings below go in this release
 

@@ -25,6 +25,7 @@ from npuport.cost.timing import (
     call_device_s,
     has_compile_costs,
     is_broadcast,
+    is_compiled,
     is_implicit_broadcast,
     is_strided,
     op_class,
@@ -266,7 +267,7 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
             extra = model.host.extra_s(timing_class(c, model)) if c.kind != "view" else 0.0
             item = made[key] = Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing, extra)
         issued.append(item)
-    if mode == "compile":  # the same calls as Inductor would launch them: fused runs and extern kernels
+    if is_compiled(mode):  # the same calls as Inductor would launch them: fused runs and extern kernels
         issued = compiled_issue(compiled or compiled_plan(calls), calls, issued,
                                 DeviceTime(model, chip.memory_bandwidth, chip.peak_flops("float32", False)),
                                 lambda i: timing_class(calls[i], model))
@@ -476,11 +477,11 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
                 stats.share = stats.time_s / step if step else 0.0
         _classify([(e.op, e.by_scenario[name], e.matrix, e.kind) for e in entries.values() if name in e.by_scenario])
         mode = (modes or {}).get(name, "eager")
-        compiled = compiled_plan(calls) if mode == "compile" else None  # the same on every chip: made once
+        compiled = compiled_plan(calls) if is_compiled(mode) else None  # the same on every chip: made once
         simulated = step_time(calls, chip, mode, compiled=compiled)
         by_chip = {}
         for other in (all_chips or {chip.name: chip}).values():  # the target's step is simulated once, above
-            if other is not chip and mode == "compile" and not has_compile_costs(timing_for(other)):
+            if other is not chip and is_compiled(mode) and not has_compile_costs(timing_for(other)):
                 continue  # a chip whose timing model has no torch.compile host costs gives no compiled time
             by_chip[other.name] = (simulated.step_s if other is chip
                                    else step_time(calls, other, mode, compiled=compiled).step_s)

@@ -26,10 +26,10 @@ class Scenario:
     past: int = 0
     # decode only: the model keeps no cache, so each new token re-runs the whole context (past + seq tokens)
     recompute: bool = False
-    # how the step is launched, for its time: op by op from Python ("eager"), as one captured graph ("graph":
-    # CUDA graphs / torch.compile reduce-overhead; torchair / aclgraph on the NPU), or compiled ("compile":
-    # torch.compile's default mode, Inductor: pointwise chains fused into one kernel each, every kernel still launched
-    # from Python)
+    # how the step is launched, for its time: op by op from Python ("eager"), its eager kernels as one captured graph
+    # ("graph": CUDA graphs; NPUGraph / aclgraph on the NPU), compiled ("compile": torch.compile's default mode,
+    # Inductor: pointwise chains fused into one kernel each, every kernel still launched from Python), or compiled and
+    # replayed as graphs ("reduce-overhead": torch.compile(mode="reduce-overhead"), CUDA graph trees)
     mode: str = "eager"
 
     @property
@@ -69,8 +69,8 @@ DEFAULTS: dict[Kind, Scenario] = {
 DEFAULT_SET = ("train", "prefill", "decode")
 
 
-MODES = ("eager", "graph", "compile")
-GRAMMAR = "NAME[:batch=N,seq=N,past=N,mode=eager|graph|compile]"  # the --scenario grammar of audit, bench and parity (docs/cli.md)
+MODES = ("eager", "graph", "compile", "reduce-overhead")
+GRAMMAR = "NAME[:batch=N,seq=N,past=N,mode=eager|graph|compile|reduce-overhead]"  # the --scenario grammar of audit, bench and parity (docs/cli.md)
 
 
 MAX_SIZE = 2**31 - 1  # the largest batch, sequence or context a scenario takes
@@ -96,7 +96,7 @@ def parse_scenario(text: str) -> Scenario:
             raise NpuportError(f"{key}= given twice in {text!r}", "each of batch=, seq=, past=, mode= at most once", text)
         if key == "mode" and eq:
             if val.strip() not in MODES:
-                raise NpuportError(f"bad scenario option {part!r} in {text!r}", "mode=eager, mode=graph or mode=compile", part)
+                raise NpuportError(f"bad scenario option {part!r} in {text!r}", "mode=eager, mode=graph, mode=compile or mode=reduce-overhead", part)
             values["mode"] = val.strip()
             continue
         if not eq or key not in ("batch", "seq", "past") or not val.strip().isdigit() or int(val) < 1 and key != "past":

@@ -241,14 +241,18 @@ COMPILE_BACKEND = "inductor"  # torch.compile's default, on CUDA and (torch_npu'
 def compiled_capture(prep: Prepared, device: Device, capture: CaptureOptions) -> CaptureOptions:
     """The capture options of a side for the scenario's mode. mode=compile: the step under torch.compile, its inputs,
     outputs and gradients captured (capture.py), except on the float64 golden, which stays eager (it is the exact
-    reference, not a compiled kernel), with a note. mode=graph: eager, with a note: a captured graph replays the
-    kernels its capture recorded, the ones the eager step launches, so the numbers are the eager step's."""
+    reference, not a compiled kernel), with a note; mode=reduce-overhead as mode=compile, with a note. mode=graph:
+    eager, with a note: a captured graph replays the kernels its capture recorded, the ones the eager step launches,
+    so the numbers are the eager step's."""
     mode = prep.scenario.mode
     if mode == "graph":
         _note(prep, "mode=graph: parity runs the step eagerly (a device graph replays the kernels the eager step "
                     "launched when it was captured: the same numbers)")
         return capture
-    if mode != "compile":
+    if mode == "reduce-overhead":
+        _note(prep, "mode=reduce-overhead: parity runs the step under torch.compile's default mode (its graphs, "
+                    "replayed as device graphs, run the same compiled kernels: the same numbers)")
+    elif mode != "compile":
         return capture
     if device.fault is not None:
         raise NpuportError("fault injection runs the model eagerly", "a fault device without mode=compile",

@@ -48,7 +48,7 @@ def at_recorded_host(calls: Sequence[ReportedCall], chip: ChipProfile, profile: 
     probe = recorded_probe(profile)
     tm = timing_for(chip)
     ref = tm.host.reference_probe_s
-    if probe is None or not ref or mode not in ("eager", "compile"):
+    if probe is None or not ref or mode not in ("eager", "compile", "reduce-overhead"):
         return None
     st = step_time(calls, chip, mode, model=replace(tm, host=tm.host.scaled(probe)))  # type: ignore[arg-type]
     return {"probe_s": probe, "reference_probe_s": ref, "step_s": st.step_s, "host_s": st.host_s,

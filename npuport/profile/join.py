@@ -152,11 +152,13 @@ def _compiled_kernels(profile: dict[str, Any], audit_sc: dict[str, Any]) -> dict
             "estimated_kernels": (audit_sc.get("step") or {}).get("kernels")}
 
 
-def _captured_kernels(profile: dict[str, Any]) -> dict[str, Any]:
-    """A replayed graph's kernels per step (the replay launches them with no aten op around them)."""
+def _captured_kernels(profile: dict[str, Any], audit_sc: dict[str, Any]) -> dict[str, Any]:
+    """A replayed graph's kernels per step (the replay launches them with no aten op around them); for a compiled
+    step replayed as graphs (reduce-overhead), against the kernels the audit's compiled step launches."""
     per = 1.0 / steps_in(profile)
     totals = profile.get("totals") or {}
-    return {"kernels": round(int(totals.get("kernels", 0)) * per), "kernels_s": float(totals.get("kernel_s", 0.0)) * per}
+    return {"kernels": round(int(totals.get("kernels", 0)) * per), "kernels_s": float(totals.get("kernel_s", 0.0)) * per,
+            "estimated_kernels": (audit_sc.get("step") or {}).get("kernels")}
 
 
 def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> dict[str, Any]:
@@ -211,15 +213,28 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
     if ran and audited and ran != audited:
         shape_note = (f"the profile was recorded from model {ran!r}, the audit is of {audited!r}: a different model, "
                       "nothing here compares" + (f"; {shape_note}" if shape_note else ""))
-    compiled = recorded.get("mode") == "compile"
-    captured = recorded.get("mode") == "graph"
+    skipped = ((profile.get("recorded") or {}).get("compile") or {}).get("cudagraph_skips_after_steps") or 0
+    if recorded.get("mode") == "reduce-overhead" and skipped:
+        # torch fell back to running a compiled graph without its device graph (a CPU tensor, a mutated input, ...)
+        shape_note = (f"torch.compile could not replay {skipped} of the step's compiled graphs as device graphs "
+                      "(cudagraph skips; --debug shows why): those ran as mode=compile does"
+                      + (f"; {shape_note}" if shape_note else ""))
+    step_mode = (audit_sc.get("step") or {}).get("mode")
+    if recorded.get("mode") and step_mode and recorded["mode"] != step_mode:
+        shape_note = (f"the profile ran in {recorded['mode']} mode, the audit's {scenario} is timed in {step_mode} mode: "
+                      "step times do not compare" + (f"; {shape_note}" if shape_note else ""))
+    # a graph replay (CUDA graphs, or torch.compile's reduce-overhead replaying its compiled graphs); a reduce-overhead
+    # step whose graphs torch did not replay launched its compiled kernels one by one, as compile mode does
+    graphed = recorded.get("mode") == "reduce-overhead"
+    compiled = recorded.get("mode") == "compile" or (graphed and bool(skipped))
+    captured = recorded.get("mode") == "graph" or (graphed and not skipped)
     return {
         "scenario": scenario,
         "shape_note": shape_note,
         # a compiled step's pointwise ops ran fused across op boundaries: no per-op shares to compare, its kernels
         "compiled": _compiled_kernels(profile, audit_sc) if compiled else None,
         # a graph replay's kernels carry no aten op at all: its kernels per step
-        "captured": _captured_kernels(profile) if captured else None,
+        "captured": _captured_kernels(profile, audit_sc) if captured else None,
         "step": _step(audit_sc, profile),
         "modules": _module_rows(audit_json, profile, scenario),
         "source": profile.get("source"),

@@ -164,7 +164,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
     if sc.mode == "graph":
         run = _captured(model, sc, inputs, dev)
         restore = False  # a replay re-runs the captured step on the same buffers: the cache does not grow
-    elif sc.mode == "compile":
+    elif sc.mode in ("compile", "reduce-overhead"):
         run, compiled = _compiled(model, sc, inputs, dev, restore)
     mod = backend(dev)
     if mod is not None and hasattr(mod, "reset_peak_memory_stats"):
@@ -177,7 +177,8 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
         try:
             # a compiled step has no module boundaries left to mark (its kernels are fused across them), and hooks
             # added for the profiled steps alone would make dynamo compile the model again for them
-            marks = module_annotations(model.module) if sc.mode != "compile" else contextlib.nullcontext()
+            marks = (module_annotations(model.module) if sc.mode not in ("compile", "reduce-overhead")
+                     else contextlib.nullcontext())
             profiler = (npu_profile(npu.module, Path(tmp), warmup, steps) if npu is not None
                         else profile(activities=_activities(dev), record_shapes=True, profile_memory=False,
                                      schedule=schedule(wait=0, warmup=warmup, active=steps),
@@ -206,7 +207,10 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
                 shutil.copyfileobj(src, dst)
     plain, issued, probes, after = _timed_steps(model, sc, run, dev, timed_steps, progress, restore, inputs)
     if compiled is not None:  # what dynamo compiled by the end: more graphs than at the warm-up's end is a recompile
-        compiled = compiled | {"graphs_after_steps": _dynamo_counts()["graphs"]}
+        after_steps = _dynamo_counts()
+        compiled = compiled | {"graphs_after_steps": after_steps["graphs"]}
+        if "cudagraph_skips" in compiled:  # a graph left to run without its device graph after the warm-up
+            compiled["cudagraph_skips_after_steps"] = after_steps["cudagraph_skips"]
     probe = host_probe(dev)
     art = to_artifact(read_ascend(final) if npu is not None else read_trace(final))
     art["scenario"] = sc.to_json() | {"spec": sc.spec()}
@@ -312,23 +316,31 @@ COMPILE_BACKEND = "inductor"  # torch.compile's default; the CPU tests swap in a
 def _dynamo_counts() -> dict[str, int]:
     from torch._dynamo.utils import counters  # noqa: PLC0415 - dynamo loads only for a compiled step (it is slow to import)
 
-    return {"graphs": int(counters["stats"]["unique_graphs"]), "graph_breaks": int(sum(counters["graph_break"].values()))}
+    return {"graphs": int(counters["stats"]["unique_graphs"]), "graph_breaks": int(sum(counters["graph_break"].values())),
+            "cudagraph_skips": int(counters["inductor"]["cudagraph_skips"])}
 
 
 def _compiled(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str,
               restore: bool) -> tuple[Callable[[], None], dict[str, Any]]:
-    """The step under torch.compile's default mode (`mode=compile`): compiled with static shapes and warmed up with
-    two steps before anything is profiled or timed (the compile is not the step). Graph breaks are allowed, as a
-    user's torch.compile allows them, and counted: the artifact says how many graphs the step became."""
+    """The step under torch.compile's default mode (`mode=compile`), or under mode="reduce-overhead" (its compiled
+    graphs replayed as CUDA graph trees; each step begins with torch.compiler.cudagraph_mark_step_begin(), as a
+    generation loop does): compiled with static shapes and warmed up with two steps before anything is profiled or
+    timed (the compile is not the step). Graph breaks are allowed, as a user's torch.compile allows them, and counted:
+    the artifact says how many graphs the step became, and in reduce-overhead how many of them torch could not
+    replay as a device graph (`cudagraph_skips`: those ran as compile mode does)."""
     import torch._dynamo  # noqa: PLC0415 - as above
 
     torch._dynamo.reset()  # a scenario compiles its own graphs: another scenario's shapes are not its
     torch._dynamo.utils.counters.clear()
-    forward = torch.compile(model.module, backend=COMPILE_BACKEND, dynamic=False)
+    graphed = sc.mode == "reduce-overhead"
+    forward = (torch.compile(model.module, backend=COMPILE_BACKEND, dynamic=False, mode="reduce-overhead") if graphed
+               else torch.compile(model.module, backend=COMPILE_BACKEND, dynamic=False))
+    step_begin = torch.compiler.cudagraph_mark_step_begin if graphed else (lambda: None)
     model.module.train(sc.kind == "train")
     try:
         with real_path(), quiet_transformers(), quiet_torch_logs(), _no_warnings():
             for _ in range(2):
+                step_begin()
                 _step(model, sc, inputs, forward)
                 synchronize(dev)
                 if restore:
@@ -339,8 +351,14 @@ def _compiled(model: LoadedModel, sc: Scenario, inputs: Inputs, dev: str,
     finally:
         model.module.train(False)
     counts = _dynamo_counts()
-    return (lambda: _step(model, sc, inputs, forward)), {"graphs": counts["graphs"], "graph_breaks": counts["graph_breaks"],
-                                                           "backend": COMPILE_BACKEND}
+    facts: dict[str, Any] = {"graphs": counts["graphs"], "graph_breaks": counts["graph_breaks"], "backend": COMPILE_BACKEND}
+    if graphed:
+        facts |= {"mode": "reduce-overhead", "cudagraph_skips": counts["cudagraph_skips"]}
+
+    def run() -> None:
+        step_begin()
+        _step(model, sc, inputs, forward)
+    return run, facts
 
 
 @contextlib.contextmanager

@@ -337,7 +337,7 @@ def scenarios_section(data: dict[str, Any]) -> Section:
                       else f", cache of {s['past']} tokens")
         device = s["estimated_time_s"]
         step = s.get("step") or {}
-        if step.get("mode") == "compile":  # its ops as torch.compile launches them: fewer kernels, less traffic
+        if step.get("mode") in ("compile", "reduce-overhead"):  # its ops as torch.compile launches them: fewer kernels, less traffic
             shape += f", compiled: {fmt_count(step['kernels'])} kernels"
             device = step["device_s"]
         rows.append([s["name"], shape, fmt_count(s["compute_calls"]), fmt_si(s["flops"], "FLOP"), fmt_si(s["bytes"], "B"),
@@ -686,8 +686,10 @@ def profile_section(data: dict[str, Any]) -> Section | None:
         comp = j.get("compiled")
         cap = j.get("captured")
         if cap:  # a replay's kernels carry no aten op
+            est_k = cap.get("estimated_kernels")
             sec.lines.append(f"{sc}: replayed graph, per step: {cap['kernels']} kernels ({fmt_time(cap['kernels_s'])}) "
-                             "measured; a replay's kernels carry no aten op, so no per-op comparison")
+                             "measured" + (f" against {est_k} kernels estimated" if est_k else "")
+                             + "; a replay's kernels carry no aten op, so no per-op comparison")
         elif comp:  # fused across ops: its kernels, not op by op
             est_k = comp.get("estimated_kernels")
             sec.lines.append(f"{sc}: compiled step, per step: {comp['generated']} generated kernels "

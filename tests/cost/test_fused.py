@@ -164,3 +164,33 @@ def test_a_compiled_attention_writes_its_bias_and_repeats_grouped_kv_where_the_c
     assert kernel_count(norm, [0, 1, 2], ["elementwise", "reduction", "elementwise"], {12, 14}) == 1
     rope = [call("aten::mul.Tensor", (t(20), t(21)), (t(22),)), call("aten::mul.Tensor", (t(23), t(21)), (t(24),))]
     assert kernel_count(rope, [0, 1], ["elementwise", "elementwise"], {22, 24}) == 2
+
+
+def test_reduce_overhead_is_the_compiled_kernels_with_a_host_cost_per_graph_not_per_kernel() -> None:
+    """torch.compile(mode="reduce-overhead"): the compiled step's kernels (the same plan as compile mode) replayed as
+    device graphs: its device time is compile mode's, its host time a graph call plus one replay launch per graph."""
+    from click.testing import CliRunner
+
+    from npuport import api
+    from npuport.cli.main import cli
+    from npuport.cost.roofline import get_chip
+    from npuport.cost.timing import timing_for
+
+    specs = ("train:batch=2,seq=64", "prefill:batch=1,seq=64", "decode:batch=1,past=64")
+    steps = {}
+    for mode in ("compile", "reduce-overhead"):
+        _, data = api.audit(api.ModelSpec(model="examples/gpt/model.py"),
+                            api.AuditOptions(chip="H200", scenarios=tuple(f"{s},mode={mode}" for s in specs)))
+        steps[mode] = {s["name"]: s["step"] for s in data["scenarios"]}
+    host = timing_for(get_chip("H200")).host
+    per_graph = float(host.compile_graph_s or 0) + host.graph_launch_s
+    for name in ("train", "prefill", "decode"):
+        comp, ro = steps["compile"][name], steps["reduce-overhead"][name]
+        assert ro["mode"] == "reduce-overhead" and ro["kernels"] == comp["kernels"] > 0
+        assert ro["device_s"] == pytest.approx(comp["device_s"]) and ro["graph_calls"] == comp["graph_calls"]
+        assert ro["host_s"] == pytest.approx(per_graph * ro["graph_calls"])  # nothing per kernel
+        assert ro["host_s"] < comp["host_s"] and ro["step_s"] <= comp["step_s"]
+    assert steps["reduce-overhead"]["train"]["graph_calls"] == 2  # the forward's graph and the backward's
+    text = CliRunner().invoke(cli, ["audit", "examples/gpt/model.py", "--chip", "H200", "--scenario", "decode:batch=1,past=64,mode=reduce-overhead",
+         "--wide"]).output
+    assert "step time (reduce-overhead)" in text and "compiled:" in text and "reduce-overhead mode: the compiled" in text

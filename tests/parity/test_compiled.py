@@ -88,3 +88,15 @@ def test_inductor_on_this_cpu_differs_from_eager_in_bfloat16(llama_config: str, 
     assert out and all(e["dtype"] == "bfloat16" for e in out)
     assert max(e["metrics"]["max_abs"] for e in out) > 0  # not the eager kernels: the numbers moved
     assert all(e["passed"] for e in out)
+
+
+def test_reduce_overhead_runs_as_compile_mode_with_a_note(llama_config: str, aot_eager: None) -> None:
+    """A graph replay runs the compiled kernels its capture recorded: parity compares the compiled step's numbers."""
+    r = run("--ref", "cpu", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN + ",mode=reduce-overhead",
+            "--format", "json", "--quiet")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["verdict"]["passed"] and data["scenario"]["mode"] == "reduce-overhead"
+    assert {e["module"] for e in data["entries"]} == {""}  # compiled: the root's entries only
+    assert [s_["compiled"] for s_ in data["sides"]] == ["aot_eager", "aot_eager"]
+    assert any("mode=reduce-overhead: parity runs the step under torch.compile's default mode" in w for w in data["warnings"])

@@ -488,3 +488,35 @@ def test_a_compiled_or_replayed_profile_joins_by_its_kernels_not_op_by_op() -> N
     graph = join(data, replay, "decode")
     assert graph["distance"] is None and graph["compiled"] is None
     assert graph["captured"]["kernels"] == round(replay["totals"]["kernels"] / replay["recorded"]["steps"]) > 1000
+
+
+def test_reduce_overhead_records_the_compiled_step_and_counts_graphs_torch_did_not_replay(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mode=reduce-overhead: torch.compile(mode="reduce-overhead"), each step begun with cudagraph_mark_step_begin.
+    On this CPU no CUDA graph can be made, so torch skips it (Inductor counts the skip): the artifact says so, and the
+    join treats the step as compile mode's (its kernels launched one by one) with a warning."""
+    import npuport.profile.record as rec
+
+    monkeypatch.setattr(rec, "COMPILE_BACKEND", "inductor")  # the mode is Inductor's; it builds on this CPU
+    res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--scenario", "prefill:batch=1,seq=16,mode=reduce-overhead",
+                                   "--warmup", "1", "--steps", "1", "--timed-steps", "2", "--out-dir", str(tmp_path / "p"),
+                                   "--quiet"])
+    assert res.exit_code == 0, res.output
+    art = load_artifact(tmp_path / "p" / "prefill.profile.json")
+    got = art["recorded"]["compile"]
+    assert art["scenario"]["mode"] == "reduce-overhead" and got["mode"] == "reduce-overhead"
+    assert got["graphs"] == 1 and got["cudagraph_skips"] >= 1 and got["cudagraph_skips_after_steps"] >= 1
+    _, data = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(
+        chip="H200", scenarios=("prefill:batch=1,seq=16,mode=reduce-overhead",)))
+    j = join(data, art, "prefill")
+    assert j["compiled"] is not None and j["captured"] is None  # it ran as compile mode does
+    assert "could not replay" in j["shape_note"]
+    # replayed (no skip): its kernels per step against the compiled step's estimate, as a graph replay
+    replayed = json.loads(json.dumps(art))
+    replayed["recorded"]["compile"]["cudagraph_skips_after_steps"] = 0
+    j = join(data, replayed, "prefill")
+    assert j["captured"]["estimated_kernels"] == data["scenarios"][0]["step"]["kernels"] and j["compiled"] is None
+    assert j["shape_note"] is None and j["distance"] is None
+    # an eager audit of a reduce-overhead profile: the modes differ, said
+    _, eager = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(chip="H200", scenarios=("prefill:batch=1,seq=16",)))
+    assert "ran in reduce-overhead mode, the audit's prefill is timed in eager mode" in join(eager, replayed, "prefill")["shape_note"]
