@@ -160,7 +160,8 @@ def _hold_at_recorded_host(joined: dict[str, Any], report: Any, art: dict[str, A
     calls = report.inventory.calls.get(scenario)
     if sc is None or calls is None:
         return
-    at = at_recorded_host(calls, report.inventory.chip, art, sc.mode)
+    totals = report.inventory.totals.get(scenario)
+    at = at_recorded_host(calls, report.inventory.chip, art, sc.mode, totals.graph_inputs_bytes if totals else 0)
     step = joined["step"]
     if at is None:
         return

@@ -76,12 +76,15 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
             plain = art["unprofiled"]["step_s"]
             probe = (art.get("host_probe") or {}).get("op_s")
             mode = art["scenario"].get("mode") or "eager"
-            on_host = (step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(probe))).step_s
+            copied = inv.totals[name].graph_inputs_bytes  # reduce-overhead: what each replay copies in
+            on_host = (step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(probe)),
+                                 graph_inputs_bytes=copied).step_s
                        if probe else None)
             # each timed step against the estimate for the host speed probed around it (where recorded: the mean of
             # the probes before and after it, else the one before)
             per_step = step_probes(art["unprofiled"])
-            step_errors = ([step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(p))).step_s
+            step_errors = ([step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(p)),
+                                      graph_inputs_bytes=copied).step_s
                             / w - 1.0 for p, w in zip(per_step, plain)] if per_step else None)
             rows.append({"model": model_dir.name, "scenario": art["scenario"]["spec"],
                          "estimated_s": st["estimated"]["step_s"], "measured_s": st["measured"]["step_s"],

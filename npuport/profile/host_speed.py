@@ -42,7 +42,7 @@ def recorded_probe(profile: dict[str, Any]) -> float | None:
 
 
 def at_recorded_host(calls: Sequence[ReportedCall], chip: ChipProfile, profile: dict[str, Any],
-                     mode: str = "eager") -> dict[str, Any] | None:
+                     mode: str = "eager", graph_inputs_bytes: int = 0) -> dict[str, Any] | None:
     """The step estimated for the profile's host speed, or None where the profile has no probe, the chip's host
     costs have no reference probe to scale from, or the step has no host cost per op or kernel (graph mode)."""
     probe = recorded_probe(profile)
@@ -50,6 +50,7 @@ def at_recorded_host(calls: Sequence[ReportedCall], chip: ChipProfile, profile: 
     ref = tm.host.reference_probe_s
     if probe is None or not ref or mode not in ("eager", "compile", "reduce-overhead"):
         return None
-    st = step_time(calls, chip, mode, model=replace(tm, host=tm.host.scaled(probe)))  # type: ignore[arg-type]
+    st = step_time(calls, chip, mode, model=replace(tm, host=tm.host.scaled(probe)),  # type: ignore[arg-type]
+                   graph_inputs_bytes=graph_inputs_bytes)
     return {"probe_s": probe, "reference_probe_s": ref, "step_s": st.step_s, "host_s": st.host_s,
             "bound": st.bound}
