@@ -97,6 +97,12 @@ def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], 
     if static_only:
         if model is None:
             raise NpuportError("--static-only scans source files", "a model.py (not --hf)", f"--hf {hf_config}")
+        # what times or joins a traced step has nothing to act on when nothing runs: said, not ignored
+        traced = [f"--scenario {scenarios[0]}" if scenarios else "", "--profile" if _.get("profiles") else ""]
+        if any(traced):
+            raise NpuportError("--static-only traces nothing: no step to size or join a profile to",
+                               "--static-only without --scenario and --profile",
+                               ", ".join(t for t in traced if t))
         say(quiet, f"scanning {model.split(':')[0]} (source only, nothing executed)")
         return
     get_chip(chip)  # what needs no model is checked before anything loads

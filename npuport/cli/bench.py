@@ -3,6 +3,7 @@ benchmark itself runs in npuport.cli.bench_impl, imported (with torch) only afte
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -96,12 +97,29 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, scen
     candidates(cands)
     if scenario is not None:
         if audit_json is not None and ":" in scenario:
-            raise NpuportError("with --from the scenario's sizes come from the audit JSON", "--scenario NAME alone (train, prefill or decode)", scenario)
+            if not _audited_as(audit_json, scenario):
+                raise NpuportError("with --from the scenario's sizes come from the audit JSON",
+                                   "--scenario NAME alone (train, prefill or decode), or with the audit's own sizes",
+                                   scenario)
+            scenario = scenario.partition(":")[0]  # the audit's own sizes, written out: the same step
         if len(parse_scenarios([scenario])) != 1:
             raise NpuportError("bench takes one scenario", "--scenario NAME[:batch=N,seq=N,past=N], one of train, prefill, decode", scenario)
     if chip is not None:
         get_chip(chip)
     say(quiet, f"loading {model or hf_config or audit_json}")
+
+
+def _audited_as(audit_json: str, text: str) -> bool:
+    """`text` (NAME:sizes) is the step the audit JSON traced under that name: same batch, seq, past and mode. An
+    unreadable JSON is False here (it gets its own one-line error where it is loaded)."""
+    try:
+        (sc,) = parse_scenarios([text])
+        data = json.loads(Path(audit_json).read_text(encoding="utf-8"))
+        got = next(s for s in data["scenarios"] if s["name"] == sc.name)
+        return all(got.get(k) == v for k, v in (("batch", sc.batch), ("seq", sc.seq), ("past", sc.past))) \
+            and (got.get("step") or {}).get("mode", "eager") == sc.mode
+    except (NpuportError, OSError, ValueError, KeyError, TypeError, StopIteration, AttributeError):
+        return False
 
 
 EMITTED = re.compile(r"^\d{2,}_.+\.py$")  # the scripts --emit writes: NN_op_shapes.py (npuport.bench.emit)

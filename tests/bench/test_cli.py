@@ -57,6 +57,12 @@ def test_bench_text_from_audit_json(tmp_path):
     assert res.exit_code == 0, res.output
     assert "npuport bench" in res.output and "aten::addmm" in res.output and "end-to-end" in res.output
     assert "/ prefill (batch 2 x 16) on cpu" in res.output
+    # the audit's own sizes written out are the same step; other sizes are not in the JSON: one line, exit 2
+    res = run("bench", "--from", str(audit), "--scenario", "prefill:batch=2,seq=16", "--top", "1", "--no-kernel-check",
+              "--no-e2e", *FAST)
+    assert res.exit_code == 0, res.output
+    res = run("bench", "--from", str(audit), "--scenario", "prefill:batch=2,seq=32", "--top", "1", *FAST)
+    assert res.exit_code == 2 and "sizes come from the audit JSON" in res.output
 
 
 def test_quiet_bench_leaves_stderr_empty(tmp_path):

@@ -120,3 +120,6 @@ def test_static_only_scans_without_executing(tmp_path):
     assert any(d["line"] == 3 for d in data["diagnostics"])
     res = run("audit", str(src), "--static-only", "--fail-on", "info")
     assert res.exit_code == 1
+    # a step size or a profile has nothing to act on when nothing is traced: one line, exit 2, not ignored
+    res = run("audit", str(src), "--static-only", "--scenario", "decode")
+    assert res.exit_code == 2 and "--static-only traces nothing" in res.output and "--scenario decode" in res.output
