@@ -132,8 +132,19 @@ def array_items(fh: IO[str], buf: str, pos: int, bad: str) -> Iterator[dict[str,
 
 
 def _num(e: dict[str, Any], k: str) -> float:
+    """An event's time field in microseconds; absent is 0, anything but a number (or a number written as a string)
+    is a malformed trace: read as 0 it would put the event at the trace's start with no length, a wrong profile with
+    no word said."""
     v = e.get(k, 0.0)
-    return float(v) if isinstance(v, (int, float)) else 0.0
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, str):  # some exporters write times as strings of microseconds (the Ascend profiler does)
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    raise NpuportError(f"malformed trace event {str(e.get('name', '?'))[:80]!r}: its {k!r} is not a number",
+                       f"a number of microseconds in every event's {k!r}", repr(v)[:80])
 
 
 def union_length(intervals: list[tuple[float, float]]) -> float:

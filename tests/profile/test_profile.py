@@ -61,6 +61,22 @@ def test_malformed_trace_raises_one_line(tmp_path: Path, text: str) -> None:
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize("field, value", [("ts", '"abc"'), ("dur", "null"), ("dur", "true"), ("ts", "[1]")])
+def test_an_event_time_that_is_not_a_number_is_refused(tmp_path: Path, field: str, value: str) -> None:
+    # read as 0 it put the op at the trace's start with no length, and the import said nothing
+    times = {"ts": "10", "dur": "5"} | {field: value}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": %s, "dur": %s, "pid": 1, '
+                   '"tid": 1, "args": {}}]}' % (times["ts"], times["dur"]))
+    with pytest.raises(NpuportError, match=f"'aten::mm': its '{field}' is not a number"):
+        import_trace(bad)
+    # times written as strings of microseconds (as some exporters write them) are numbers
+    good = tmp_path / "good.json"
+    good.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": "10.5", "dur": "5", '
+                    '"pid": 1, "tid": 1, "args": {}}]}')
+    assert import_trace(good)["ops"][0]["op"] == "aten::mm"
+
+
 @pytest.mark.parametrize("text", ['{"traceEvents": []}', '{"traceEvents": [{"ph": "M", "name": "process_name"}]}'])
 def test_a_trace_with_nothing_to_profile_is_refused(tmp_path: Path, text: str) -> None:
     # valid JSON that holds no op, kernel or step imported as an empty profile, which compare then took as a baseline
