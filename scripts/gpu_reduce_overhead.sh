@@ -5,7 +5,7 @@
 #      mode=reduce-overhead and, beside it in the same process order, mode=compile (same machine, same hour);
 #   2. `npuport parity run` of TinyLlama's prefill 1x512 with mode=compile on cuda against the float64 golden, and a
 #      CUDA eager record compared with the compiled CUDA step (mixed modes).
-# Artifacts (JSON, no raw traces) come back packed per model; parity reports as JSON and text.
+# Artifacts (JSON, no raw traces) come back packed per mode and model; parity reports as JSON and text.
 # Usage there: bash scripts/gpu_reduce_overhead.sh OUT_DIR [MODEL...]   (default: tinyllama-1.1b llama-2-7b olmoe-1b-7b)
 #   PARITY=0 skips part 2; MODES=... replaces "reduce-overhead compile"; KINDS=... replaces "prefill decode"
 set -u
@@ -27,9 +27,10 @@ for m in $MODELS; do
           [ $k = decode ] && echo "--scenario decode:batch=1,past=2048,mode=$mode"; done) \
         --warmup 2 --steps 5 --out-dir "$W/$mode/$m" 2>&1 | tail -3
     echo "$m $mode: ${SECONDS}s"
+    # packed as each one ends: what a run cut short had finished still comes back
+    tar -C "$W" -czf "$OUT/$mode-$m.tgz" --exclude='*.trace.json.gz' "$mode/$m"
   done
 done
-tar -C "$W" -czf "$OUT/profiles.tgz" --exclude='*.trace.json.gz' .
 if [ "${PARITY:-1}" = 1 ]; then
   C=examples/configs/tinyllama-1.1b.json
   S=prefill:batch=1,seq=512
