@@ -161,7 +161,10 @@ def _hold_at_recorded_host(joined: dict[str, Any], report: Any, art: dict[str, A
     if sc is None or calls is None:
         return
     totals = report.inventory.totals.get(scenario)
-    at = at_recorded_host(calls, report.inventory.chip, art, sc.mode, totals.graph_inputs_bytes if totals else 0)
+    mode, copied = sc.mode, totals.graph_inputs_bytes if totals else 0
+    if mode == "reduce-overhead" and ((art.get("recorded") or {}).get("compile") or {}).get("cudagraph_skips_after_steps"):
+        mode, copied = "compile", 0  # torch ran the compiled graphs without replaying them (the join says so)
+    at = at_recorded_host(calls, report.inventory.chip, art, mode, copied)
     step = joined["step"]
     if at is None:
         return

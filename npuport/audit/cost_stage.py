@@ -39,14 +39,16 @@ def cost_stage(traces: dict[str, Trace], target: ChipProfile, torch_npu: str | N
     if model.status != "measured":
         assumptions.append(f"{target.name}'s op-class fractions, fixed costs and host costs are {model.status}, not "
                            f"measured: {model.source}")
-    if modes and set(modes.values()) & {"compile", "reduce-overhead"}:
+    if modes and "compile" in modes.values():
         assumptions.append("compile mode: the calls between two library kernels (GEMM, attention, sort, indexed store) "
                            "fused into one kernel that moves what enters and leaves it (npuport/cost/fused.py); each "
                            f"kernel launched from Python; {target.name}'s host costs for it: {model.host.compile_source}")
     if modes and "reduce-overhead" in modes.values():
-        assumptions.append("reduce-overhead mode: the compiled step's kernels (as in compile mode) replayed as device "
-                           "graphs: per compiled graph its call and one replay launch on the host, no host cost per "
-                           "kernel")
+        assumptions.append("reduce-overhead mode: the calls between two library kernels fused as in compile mode "
+                           "(npuport/cost/fused.py), the compiled graphs replayed as device graphs: per compiled graph "
+                           "its call and one replay launch on the host, no host cost per kernel; before each replay one "
+                           "copy of the step's inputs that are not parameters (a decode step's KV cache) into the "
+                           f"graph's own buffers; {target.name}'s host cost of a graph call: {model.host.compile_source}")
     if any(e.op.endswith("scaled_dot_product_attention") for e in inventory.ops):
         assumptions.append("causal attention FLOPs are counted at half (fused kernels skip masked blocks)")
     if any(e.op == "aten::_grouped_mm" for e in inventory.ops):

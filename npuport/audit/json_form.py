@@ -93,7 +93,8 @@ def _graph_how(family: str, kind: str) -> str:
     (NPS040: the NPU's graph class, inference only) and torch.compile (NPS084: its NPU backends), whose sources and
     caveats are there."""
     if family != "npu":
-        return "CUDA graphs or torch.compile mode=reduce-overhead"
+        # the eager kernels captured; torch.compile(mode="reduce-overhead") fuses them too: its own scenario mode
+        return "CUDA graphs (or --scenario ...,mode=reduce-overhead for torch.compile's)"
     if kind == "train":  # NPU graphs are inference-only (NPS040's fix)
         return "torch.compile: NPS084"
     # "torch.npu.NPUGraph / graph / make_graphed_callables": the class, by its short name

@@ -7,7 +7,7 @@ import re
 
 from npuport.audit.report import MemoryStage
 from npuport.cost.inventory import Inventory
-from npuport.cost.memory import GiB, ScenarioMemory, capacities, judge, plan, scenario_memory
+from npuport.cost.memory import GiB, ScenarioMemory, capacities, graph_inputs, judge, plan, scenario_memory
 from npuport.model.loading import LoadedModel
 from npuport.model.scenarios import Scenario
 from npuport.trace.records import Trace
@@ -38,6 +38,10 @@ def memory_stage(model: LoadedModel, scenarios: list[Scenario], traces: dict[str
         if trace is None or trace.memory is None:
             continue
         m = scenario_memory(sc.kind, trace.memory, params, optimizer, master_weights)
+        if sc.mode == "reduce-overhead" and m.inputs:
+            graph_inputs(m)
+            notes.append(f"memory: {sc.name} in reduce-overhead mode holds its inputs twice: CUDA graph trees copy "
+                         f"them into the graph's own buffers ({m.inputs / GiB:.2f} GiB more)")
         judge(m)
         if target is not None and target.usable is not None:
             plan(m, target.usable, inventory.totals[sc.name].time_s, layer_count(trace), sc)

@@ -126,7 +126,10 @@ def run_bench(
             model_info = dict(data.get("model") or {}, audit_chip=data.get("chip"), source=str(audit_json))
             loader = _loader_from_origin(data, dtype or (data.get("model") or {}).get("dtype"), attn)
 
-            sc_obj = next((parse_scenarios([f"{s['kind']}:batch={s['batch']},seq={s['seq']}" + (f",past={s['past']}" if s.get("past") is not None else "")])[0]
+            # the audited step as it was timed: its sizes and its mode (the report's header names a non-eager one)
+            sc_obj = next((parse_scenarios([f"{s['kind']}:batch={s['batch']},seq={s['seq']}"
+                                            + (f",past={s['past']}" if s.get("past") is not None else "")
+                                            + (f",mode={m}" if (m := (s.get("step") or {}).get("mode", "eager")) != "eager" else "")])[0]
                            for s in data["scenarios"] if s["name"] == sc_name), None)
             if e2e:
                 _, all_cases, _ = cases_from_json(data, sc_name, top=0, shapes=10**6)

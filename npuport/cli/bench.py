@@ -46,7 +46,7 @@ def candidates(text: str) -> set[str] | None:
 @click.option("--from", "audit_json", metavar="AUDIT.json", help="Benchmark from an audit JSON alone (npuport audit --format json).")
 @click.option("--entry", metavar="FUNCTION", help="Builder function in MODEL instead of build_model.")
 @scenario_option(f"prefill ({DEFAULTS['prefill'].spec()}); with --from, the audit JSON's first scenario at its sizes "
-                 "(give a name alone: the sizes come from the JSON)")
+                 "(a name alone, or with the audit's own sizes: they come from the JSON)")
 @click.option("--ops", type=click.IntRange(min=1), metavar="N", help="Benchmark the N costliest ops of the scenario (default: its hot ops).")
 @click.option("--shapes", default=3, show_default=True, help="Input shapes per op, costliest first.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda[:i] or npu[:i].")
@@ -97,7 +97,7 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, scen
     candidates(cands)
     if scenario is not None:
         if audit_json is not None and ":" in scenario:
-            if not _audited_as(audit_json, scenario):
+            if _audited_as(audit_json, scenario) is False:
                 raise NpuportError("with --from the scenario's sizes come from the audit JSON",
                                    "--scenario NAME alone (train, prefill or decode), or with the audit's own sizes",
                                    scenario)
@@ -109,17 +109,17 @@ def bench(model: str | None, hf_config: str | None, audit_json: str | None, scen
     say(quiet, f"loading {model or hf_config or audit_json}")
 
 
-def _audited_as(audit_json: str, text: str) -> bool:
-    """`text` (NAME:sizes) is the step the audit JSON traced under that name: same batch, seq, past and mode. An
-    unreadable JSON is False here (it gets its own one-line error where it is loaded)."""
+def _audited_as(audit_json: str, text: str) -> bool | None:
+    """Whether `text` (NAME:sizes) is the step the audit JSON traced under that name: same batch, seq, past and mode.
+    None where the JSON cannot be read or has no such step: the loader then says so in its own line."""
+    (sc,) = parse_scenarios([text])  # a malformed --scenario is the user's: its own one-line error
     try:
-        (sc,) = parse_scenarios([text])
         data = json.loads(Path(audit_json).read_text(encoding="utf-8"))
         got = next(s for s in data["scenarios"] if s["name"] == sc.name)
         return all(got.get(k) == v for k, v in (("batch", sc.batch), ("seq", sc.seq), ("past", sc.past))) \
             and (got.get("step") or {}).get("mode", "eager") == sc.mode
-    except (NpuportError, OSError, ValueError, KeyError, TypeError, StopIteration, AttributeError):
-        return False
+    except (OSError, ValueError, KeyError, TypeError, StopIteration, AttributeError):
+        return None
 
 
 EMITTED = re.compile(r"^\d{2,}_.+\.py$")  # the scripts --emit writes: NN_op_shapes.py (npuport.bench.emit)

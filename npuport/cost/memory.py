@@ -111,6 +111,7 @@ class ScenarioMemory:
     peak: int = 0
     held: int = 0
     activations_by_module: dict[str, int] = field(default_factory=dict)
+    graph_inputs: int = 0  # reduce-overhead: the graphs' own copy of the step's non-parameter inputs (graph_inputs)
     fit: list[dict[str, Any]] = field(default_factory=list)
     changes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -127,9 +128,22 @@ class ScenarioMemory:
                         "master_weights_bytes": opt.master_weights if opt else 0,
                         "step0_peak_bytes": self.step0_peak,
                         "activations_by_module": dict(list(self.activations_by_module.items())[:12])})
+        if self.graph_inputs:
+            out["graph_inputs_bytes"] = self.graph_inputs
         out["fit"] = self.fit
         out["changes"] = self.changes
         return out
+
+
+def graph_inputs(m: ScenarioMemory) -> None:
+    """torch.compile(mode="reduce-overhead"): CUDA graph trees give each graph its own buffer for every input that is
+    not a parameter or buffer and copy the input into it before each replay (torch/_inductor/cudagraph_trees.py: the
+    static inputs allocated when a graph is recorded, `_copy_inputs_and_remove_from_src`), so the step's inputs (a
+    decode step's KV cache) are held twice while the graph lives."""
+    m.graph_inputs = m.inputs
+    m.peak += m.inputs
+    m.step0_peak += m.inputs
+    m.held += m.inputs
 
 
 def _merged(by_module: dict[str, int]) -> dict[str, int]:

@@ -21,6 +21,7 @@ import bisect
 import functools
 import gzip
 import json
+import math
 import sys
 import zlib
 from array import array
@@ -132,17 +133,19 @@ def array_items(fh: IO[str], buf: str, pos: int, bad: str) -> Iterator[dict[str,
 
 
 def _num(e: dict[str, Any], k: str) -> float:
-    """An event's time field in microseconds; absent is 0, anything but a number (or a number written as a string)
+    """An event's time field in microseconds; absent is 0, anything but a finite number (or one written as a string)
     is a malformed trace: read as 0 it would put the event at the trace's start with no length, a wrong profile with
     no word said."""
     v = e.get(k, 0.0)
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
         return float(v)
     if isinstance(v, str):  # some exporters write times as strings of microseconds (the Ascend profiler does)
         try:
-            return float(v)
+            f = float(v)
         except ValueError:
-            pass
+            f = math.nan
+        if math.isfinite(f):
+            return f
     raise NpuportError(f"malformed trace event {str(e.get('name', '?'))[:80]!r}: its {k!r} is not a number",
                        f"a number of microseconds in every event's {k!r}", repr(v)[:80])
 

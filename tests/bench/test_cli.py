@@ -63,6 +63,20 @@ def test_bench_text_from_audit_json(tmp_path):
     assert res.exit_code == 0, res.output
     res = run("bench", "--from", str(audit), "--scenario", "prefill:batch=2,seq=32", "--top", "1", *FAST)
     assert res.exit_code == 2 and "sizes come from the audit JSON" in res.output
+    # a missing JSON is said as such, whatever --scenario holds
+    res = run("bench", "--from", str(tmp_path / "nope.json"), "--scenario", "prefill:batch=2,seq=16", *FAST)
+    assert res.exit_code == 2 and "nope.json not found" in res.output
+
+
+def test_bench_from_a_compiled_audit_keeps_its_mode(tmp_path):
+    audit = tmp_path / "audit.json"
+    res = run("audit", str(FIX / "tiny.py"), "--scenario", "prefill:batch=2,seq=16,mode=reduce-overhead", "--chip", "H200",
+              "--format", "json", "-o", str(audit), "--quiet")
+    assert res.exit_code == 0, res.output
+    res = run("bench", "--from", str(audit), "--scenario", "prefill:batch=2,seq=16,mode=reduce-overhead", "--top", "1",
+              "--no-kernel-check", "--no-e2e", "--format", "json", *FAST)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["scenario_sizes"]["mode"] == "reduce-overhead"
 
 
 def test_quiet_bench_leaves_stderr_empty(tmp_path):

@@ -61,7 +61,8 @@ def test_malformed_trace_raises_one_line(tmp_path: Path, text: str) -> None:
     assert "\n" not in str(exc.value)
 
 
-@pytest.mark.parametrize("field, value", [("ts", '"abc"'), ("dur", "null"), ("dur", "true"), ("ts", "[1]")])
+@pytest.mark.parametrize("field, value", [("ts", '"abc"'), ("dur", "null"), ("dur", "true"), ("ts", "[1]"),
+                                          ("ts", '"nan"'), ("dur", '"inf"'), ("dur", "NaN")])
 def test_an_event_time_that_is_not_a_number_is_refused(tmp_path: Path, field: str, value: str) -> None:
     # read as 0 it put the op at the trace's start with no length, and the import said nothing
     times = {"ts": "10", "dur": "5"} | {field: value}

@@ -511,6 +511,12 @@ def test_reduce_overhead_records_the_compiled_step_and_counts_graphs_torch_did_n
     j = join(data, art, "prefill")
     assert j["compiled"] is not None and j["captured"] is None  # it ran as compile mode does
     assert "could not replay" in j["shape_note"]
+    # and the estimate for the recorded host is compile mode's too: a host cost per kernel, not per graph call
+    _, held = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(
+        chip="H200", scenarios=("prefill:batch=1,seq=16,mode=reduce-overhead",),
+        profiles=(str(tmp_path / "p" / "prefill.profile.json"),)))
+    at = held["profile"][0]["step"]["estimated_at_host"]
+    assert at["host_s"] > 3 * held["scenarios"][0]["step"]["host_s"] * at["probe_s"] / at["reference_probe_s"]
     # replayed (no skip): its kernels per step against the compiled step's estimate, as a graph replay
     replayed = json.loads(json.dumps(art))
     replayed["recorded"]["compile"]["cudagraph_skips_after_steps"] = 0
