@@ -38,7 +38,7 @@ if [ "${PARITY:-1}" = 1 ]; then
       --golden cpu64 -o "$OUT/parity_compile_cuda.txt" --json-out "$OUT/parity_compile_cuda.json" 2>&1 | tail -3
   echo "parity compile cuda: rc $?"
   python3 -m npuport.cli.main parity record --dev cuda --hf $C --dtype bfloat16 --scenario $S --out-dir "$W/eager" 2>&1 | tail -2
-  python3 -m npuport.cli.main parity run --ref "$W/eager" --dev cuda --scenario $S,mode=compile \
+  python3 -m npuport.cli.main parity run --ref "$W/eager" --dev cuda --hf $C --dtype bfloat16 --scenario $S,mode=compile \
       -o "$OUT/parity_eager_vs_compiled.txt" --json-out "$OUT/parity_eager_vs_compiled.json" 2>&1 | tail -3
   echo "parity eager record vs compiled cuda: rc $?"
 fi
