@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
+from npuport.cost.timing import is_compiled
 from npuport.devices.device import NpuDevice, parse_device
 from npuport.devices.profiler_chatter import without_profiler_chatter
 from npuport.devices.runtime import backend, device_name, kind_of, resolve, synchronize
@@ -164,7 +165,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
     if sc.mode == "graph":
         run = _captured(model, sc, inputs, dev)
         restore = False  # a replay re-runs the captured step on the same buffers: the cache does not grow
-    elif sc.mode in ("compile", "reduce-overhead"):
+    elif is_compiled(sc.mode):
         run, compiled = _compiled(model, sc, inputs, dev, restore)
     mod = backend(dev)
     if mod is not None and hasattr(mod, "reset_peak_memory_stats"):
@@ -177,8 +178,7 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
         try:
             # a compiled step has no module boundaries left to mark (its kernels are fused across them), and hooks
             # added for the profiled steps alone would make dynamo compile the model again for them
-            marks = (module_annotations(model.module) if sc.mode not in ("compile", "reduce-overhead")
-                     else contextlib.nullcontext())
+            marks = module_annotations(model.module) if not is_compiled(sc.mode) else contextlib.nullcontext()
             profiler = (npu_profile(npu.module, Path(tmp), warmup, steps) if npu is not None
                         else profile(activities=_activities(dev), record_shapes=True, profile_memory=False,
                                      schedule=schedule(wait=0, warmup=warmup, active=steps),
