@@ -11,6 +11,7 @@ from npuport.cli.common import check_new, handle_errors, say
 from npuport.cli.lazy import Command
 from npuport.cli.options import (
     DEFAULT_CHIP,
+    attn_option,
     chip_option,
     from_chip_option,
     quiet_debug,
@@ -38,7 +39,7 @@ FORMATS = ("text", "json", "markdown", "csv", "html")
 @from_chip_option
 @torch_npu_option()
 @click.option("--dtype", help="Trace in this dtype (float32, float16, bfloat16). Default: the config's, else bfloat16 for --hf; as built for a model file.")
-@click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto (SDPA where the class has it, else its own default), sdpa, eager.")
+@attn_option
 @click.option("--hf-part", "hf_part", type=click.Choice(["text", "full"]), default="text", show_default=True, help="For a composite (multimodal) config: its text decoder, or the full model.")
 @report_options(FORMATS)
 @top_option(30)

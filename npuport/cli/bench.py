@@ -13,6 +13,7 @@ import click
 from npuport.cli.common import check_new, check_out_dir, handle_errors, say
 from npuport.cli.lazy import Command
 from npuport.cli.options import (
+    attn_option,
     chip_option,
     deprecated,
     not_negative,
@@ -52,7 +53,7 @@ def candidates(text: str) -> set[str] | None:
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda[:i] or npu[:i].")
 @chip_option(None, "detected from the device name")
 @click.option("--dtype", help="Model dtype for --hf builds.")
-@click.option("--attn", default="auto", show_default=True, help="Attention implementation for --hf builds: auto (SDPA where the class has it), sdpa, eager.")
+@attn_option
 @click.option("--reps", default=50, show_default=True, help="Timed repetitions per candidate (at most).")
 @click.option("--warmup", default=10, show_default=True, help="Untimed calls before timing.")
 @click.option("--budget", "budget_s", default=0.5, show_default=True, callback=not_negative, help="Seconds of timed calls per candidate; slow ops get fewer reps (never under 5).")

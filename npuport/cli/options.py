@@ -83,6 +83,16 @@ def report_options(formats: tuple[str, ...], json_out: bool = True) -> Callable[
     return deco
 
 
+ATTN_CHOICES = ("auto", "sdpa", "eager")  # what a model built on fake tensors can run (flash-attn kernels cannot)
+
+
+def attn_option(fn: F) -> F:
+    """--attn for --hf builds, checked before anything is loaded."""
+    return click.option("--attn", default="auto", show_default=True, type=click.Choice(ATTN_CHOICES),
+                        help="Attention implementation for --hf builds: auto (SDPA where the class has it, else its "
+                             "own default), sdpa, eager.")(fn)
+
+
 def wide_option(fn: F) -> F:
     return click.option("--wide", is_flag=True,
                         help="Text: every column of every table at its natural width (default: the columns that fit "

@@ -153,6 +153,8 @@ def test_help_imports_no_torch() -> None:
     ["parity", "run", "--dev", "cpu"],
     ["coverage", "list"],
     ["kernels", "perf", "--chip"],
+    ["parity", "bogus"],
+    ["audit", "--hf", "c.json", "--attn", "flash"],
 ])
 def test_usage_errors_in_the_one_error_style(args: list[str]) -> None:
     res = CliRunner().invoke(cli, args)
@@ -169,3 +171,21 @@ def test_input_errors_in_the_one_error_style(args: list[str]) -> None:
     assert res.exit_code == 2
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "Traceback" not in res.output, res.output
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["parity", "bogus", "--ref", "cuda"], "no parity subcommand or model file 'bogus' (expected one of compare, record, run"),
+    (["audit", "--hf", "c.json", "--attn", "flash"], "'flash' is not one of 'auto', 'sdpa', 'eager'"),
+    (["profile", "record", "--hf", "c.json", "--attn", "flash"], "'flash' is not one of 'auto', 'sdpa', 'eager'"),
+])
+def test_mistyped_words_are_named_before_anything_runs(args: list[str], says: str) -> None:
+    """A mistyped parity subcommand is not taken for a model to run; a bad --attn fails before a model is built."""
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and says in res.stderr, res.output
+
+
+def test_attn_is_one_choice_everywhere() -> None:
+    with_attn = {p: option(c, "--attn") for p, c in RUNNABLE.items() if option(c, "--attn") is not None}
+    assert {"npuport audit", "npuport bench", "npuport parity run", "npuport profile record"} <= set(with_attn)
+    for path, opt in with_attn.items():
+        assert isinstance(opt.type, click.Choice) and tuple(opt.type.choices) == ("auto", "sdpa", "eager"), path
