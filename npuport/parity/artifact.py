@@ -30,6 +30,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from npuport.errors import NpuportError
+from npuport.model.scenarios import parse_scenario
 from npuport.parity import verified
 from npuport.parity.entries import Capture, Entry
 from npuport.parity.stats import Stats, StatsTable
@@ -275,6 +276,21 @@ def check_record(art: "Artifact") -> None:
         if inner not in art.manifest[outer]:
             raise NpuportError(f"{art.path / MANIFEST} is corrupt: {outer}.{inner} is missing",
                                "a manifest as npuport parity record writes it", ", ".join(sorted(art.manifest[outer])) or "{}")
+    _check_step(art.path / MANIFEST, art.manifest["scenario"])
+
+
+def _check_step(mpath: Path, sc: dict[str, Any]) -> None:
+    """The recorded step is rerun from these sizes: one no scenario takes is the record's fault, said as such (else the
+    scenario grammar would name it as an option the user gave)."""
+    sizes = {k: sc.get(k) for k in ("batch", "seq", "past") if k != "past" or sc.get(k)}
+    spec = f"{sc.get('kind')}:" + ",".join(f"{k}={v}" for k, v in sizes.items())
+    try:
+        if not all(type(v) is int for v in sizes.values()):
+            raise NpuportError("a size is not an integer")
+        parse_scenario(spec)
+    except NpuportError as exc:
+        raise NpuportError(f"{mpath} is corrupt: its scenario is not a step npuport runs ({exc.what})",
+                           "a manifest as npuport parity record writes it", json.dumps(sc)[:120]) from None
 
 
 def _check_fields(mpath: Path, manifest: dict[str, Any], fields: dict[str, type]) -> None:

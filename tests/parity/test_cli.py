@@ -163,3 +163,18 @@ def test_a_golden_that_is_not_float64_and_records_of_other_seeds_are_input_error
     assert r.exit_code == 0, r.output
     r = run("compare", "--ref", pre, "--dev", other, "--quiet")
     assert r.exit_code == 2 and "made with different seeds" in r.output, r.output
+
+
+@pytest.mark.parametrize("size", [0, "8", 2**31, True])
+def test_a_manifest_with_a_bad_size_names_the_record_not_an_option(two_steps, llama_config, tmp_path, size):
+    """The record's step comes from its manifest: a size there that no scenario takes is the record's fault, said so
+    (it was reported as a bad --scenario option the user never gave)."""
+    damaged = tmp_path / "rec"
+    shutil.copytree(two_steps / "pre", damaged)
+    manifest = json.loads((damaged / "manifest.json").read_text())
+    manifest["scenario"]["batch"] = size
+    (damaged / "manifest.json").write_text(json.dumps(manifest))
+    r = run("compare", "--hf", llama_config, "--ref", str(damaged), "--dev", "cpu", "--quiet")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert r.output.startswith(f"error: {damaged / 'manifest.json'}"), r.output
+    assert "--scenario" not in r.output and "batch" in r.output, r.output
