@@ -13,11 +13,7 @@ OUT=${1:?out dir}
 shift
 MODELS=${*:-tinyllama-1.1b llama-2-7b olmoe-1b-7b}
 mkdir -p "$OUT"
-if [ -d .gpuwheels ]; then
-  python3 -m pip install -q --no-deps --no-compile --target /tmp/tf .gpuwheels/*.whl && export PYTHONPATH=/tmp/tf:$PWD
-fi
-export PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name())"
+source scripts/gpu_env.sh
 W=$(mktemp -d)
 for m in $MODELS; do
   for mode in ${MODES:-reduce-overhead compile}; do

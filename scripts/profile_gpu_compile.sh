@@ -9,11 +9,7 @@ OUT=${1:?out dir}
 shift
 MODELS=${*:-tinyllama-1.1b llama-2-7b olmoe-1b-7b}
 mkdir -p "$OUT"
-if [ -d .gpuwheels ]; then
-  python3 -m pip install -q --no-deps --no-compile --target /tmp/tf .gpuwheels/*.whl && export PYTHONPATH=/tmp/tf:$PWD
-fi
-export PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name())"
+source scripts/gpu_env.sh
 [ "${CALIBRATE:-1}" = 1 ] && python3 scripts/calibrate_compile_host.py -o "$OUT/compile-host.json" 2>&1 | tail -8
 S=${SCENARIOS:-"--scenario train:batch=1,seq=2048,mode=compile --scenario prefill:batch=1,seq=2048,mode=compile --scenario decode:batch=1,past=2048,mode=compile"}
 W=$(mktemp -d)

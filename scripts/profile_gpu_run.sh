@@ -11,11 +11,7 @@ shift
 PARTS=${*:-calibration gpt models grow}
 want() { case " $PARTS " in *" $1 "*) return 0;; *) return 1;; esac; }
 mkdir -p "$OUT"
-if [ -d .gpuwheels ]; then
-  python3 -m pip install -q --no-deps --no-compile --target /tmp/tf .gpuwheels/*.whl && export PYTHONPATH=/tmp/tf:$PWD
-fi
-export PYTHONUNBUFFERED=1
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name())"
+source scripts/gpu_env.sh
 want calibration && python3 scripts/calibrate_timing.py --chip H200 -o "$OUT/calibration.json" 2>&1 | tail -12
 S="--scenario train:batch=1,seq=2048 --scenario prefill:batch=1,seq=2048 --scenario decode:batch=1,past=2048"
 W=$(mktemp -d)
