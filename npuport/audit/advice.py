@@ -16,7 +16,10 @@ def advice_stage(traces: dict[str, Trace], inventory: Inventory, torch_npu: str 
                  coverage_by_op: dict[str, dict[str, Any]], preset: str = "default",
                  overrides: str | None = None) -> AdviceStage:
     w = routes_mod.weights(preset, overrides)
-    rows = summarize(advise(traces, inventory.chip, torch_npu))
+    # a scenario under torch.compile: its chains are held against the kernels Inductor makes of them
+    compiled = {name: (totals.step.mode if totals.step else "compile", inventory.compiled_kernels(name))
+                for name, totals in inventory.totals.items() if name in inventory.compiled}
+    rows = summarize(advise(traces, inventory.chip, torch_npu, compiled))
     out = []
     for entry in inventory.ops:
         if entry.cls == "hot" and entry.kind == "compute":

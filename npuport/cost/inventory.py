@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from npuport.cost.fused import CompiledPlan, DeviceTime, compiled_issue, plan
+from npuport.cost.fused import CompiledPlan, DeviceTime, FusedRun, compiled_issue, plan
 from npuport.cost.op_costs import CallCost, backward_frame_cost, base_name, call_cost, frame_cost, itemsize, op_classes
 from npuport.cost.roofline import Bound, ChipProfile
 from npuport.cost.timing import (
@@ -432,6 +432,23 @@ class Inventory:
     totals: dict[str, ScenarioTotals]
     calls: dict[str, list[ReportedCall]]
     native_composites: frozenset[str]
+    # the scenarios in a torch.compile mode: what their calls become (npuport.cost.fused), made once per scenario
+    compiled: dict[str, CompiledPlan] = field(default_factory=dict)
+
+    def compiled_kernels(self, scenario: str) -> dict[int, int]:
+        """Trace index -> the compiled kernel that runs it (a fused run's number, or its own for an extern call), for
+        a scenario in a torch.compile mode; {} for an eager or graph one. Views outside a fused run launch nothing
+        and are not in it."""
+        plan = self.compiled.get(scenario)
+        if plan is None:
+            return {}
+        calls = self.calls[scenario]
+        out: dict[int, int] = {}
+        for k, item in enumerate(plan.items):
+            for pos in (item.members if isinstance(item, FusedRun) else (item,)):
+                for index in calls[pos].indices:
+                    out[index] = k
+        return out
 
 
 def _classify(entries: Sequence[tuple[str, ScenarioOpStats, bool, str]]) -> None:
@@ -460,6 +477,7 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
     totals: dict[str, ScenarioTotals] = {}
     module_time: dict[str, dict[str, list]] = defaultdict(dict)
     module_types: dict[str, str] = {}
+    plans: dict[str, CompiledPlan] = {}
     for name, trace in traces.items():
         calls = reported_calls(trace, native_composites)
         apply_roofline(calls, chip)
@@ -486,6 +504,8 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
         _classify([(e.op, e.by_scenario[name], e.matrix, e.kind) for e in entries.values() if name in e.by_scenario])
         mode = (modes or {}).get(name, "eager")
         compiled = compiled_plan(calls) if is_compiled(mode) else None  # the same on every chip: made once
+        if compiled is not None:
+            plans[name] = compiled
         copied = int(getattr(trace.memory, "inputs", 0) or 0) if mode == "reduce-overhead" else 0
         simulated = step_time(calls, chip, mode, compiled=compiled, graph_inputs_bytes=copied)
         by_chip = {}
@@ -510,4 +530,4 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
         modules.append(ModuleEntry(pattern, module_types.get(pattern, ""), shares, sum(v[2] for v in shares.values()) / n))
     modules.sort(key=lambda m: -m.time_share)
     ops = sorted(entries.values(), key=lambda e: (e.kind != "compute", -e.time_share, e.op))
-    return Inventory(chip, list(traces), ops, modules, totals, per_scenario, native_composites)
+    return Inventory(chip, list(traces), ops, modules, totals, per_scenario, native_composites, plans)

@@ -105,8 +105,25 @@ def _sdpa_facts(frame: ApiFrame, chip: str, torch_npu: str | None) -> Facts:
                  kv_heads=k.shape[1] if k and len(k.shape) == 4 else None, batch=q.shape[0] if q else None, mask=mask_kind)
 
 
-def advise(traces: Mapping[str, Trace], chip: ChipProfile, torch_npu: str | None = None) -> list[Advice]:
-    """Fusion opportunities in the forward pass of each scenario, with their replacement and saving."""
+def _against_compiled(m: Match, saved: tuple[int, int, float, float], mode: str,
+                      kernels: Mapping[int, int]) -> tuple[tuple[int, int, float, float], str]:
+    """A chain in a torch.compile step already runs as Inductor's kernels (npuport.cost.fused): what a fused op saves
+    is counted against those kernels, not against the eager launches. Inside one generated kernel nothing is left to
+    save: that kernel moves the chain's outside traffic only, as the fused op would."""
+    used = {kernels[c.index] for c in m.nodes.values() if c.index in kernels}
+    bytes_saved, _, before, after = saved
+    if len(used) <= 1:
+        return (0, 0, after, after), (f"torch.compile (mode={mode}) already runs this chain as one generated kernel: "
+                                      "nothing to save against it")
+    return (bytes_saved, len(used) - 1, before, after), (
+        f"under torch.compile (mode={mode}) this chain runs as {len(used)} kernels: launches saved are counted "
+        "against those; bytes and time against the eager ops (an upper bound)")
+
+
+def advise(traces: Mapping[str, Trace], chip: ChipProfile, torch_npu: str | None = None,
+           compiled: Mapping[str, tuple[str, Mapping[int, int]]] | None = None) -> list[Advice]:
+    """Fusion opportunities in the forward pass of each scenario, with their replacement and saving. `compiled`:
+    for each scenario in a torch.compile mode, (mode, trace index -> compiled kernel) (Inventory.compiled_kernels)."""
     data = load_fusions()
     out: list[Advice] = []
     chosen: dict[tuple, tuple[dict[str, Any] | None, list[dict[str, Any]]]] = {}
@@ -125,9 +142,14 @@ def advise(traces: Mapping[str, Trace], chip: ChipProfile, torch_npu: str | None
             facts = _facts(m, chip.name, torch_npu)
             rep, rejected = choose(tuple(m.pattern.replacements), facts)
             saved = _saving(graph, m, chip)
+            note = m.note
+            if name in (compiled or {}):
+                mode, kernels = (compiled or {})[name]
+                saved, said = _against_compiled(m, saved, mode, kernels)
+                note = f"{note}; {said}" if note else said
             status = "blocked" if m.blocked else ("proposed" if rep else "no-replacement")
             out.append(Advice(m.pattern.id, m.pattern.title, name, status, module_pattern(m.anchor.module), m.anchor.source,
-                              rep, rejected, m.blocked[:3], m.note, *saved,
+                              rep, rejected, m.blocked[:3], note, *saved,
                               ops=[c.op for c in sorted({c.index: c for c in m.nodes.values()}.values(), key=lambda c: c.index)],
                               dtype=facts.dtype))
         for frame in trace.frames.values():
