@@ -42,6 +42,12 @@ def memory_stage(model: LoadedModel, scenarios: list[Scenario], traces: dict[str
             graph_inputs(m)
             notes.append(f"memory: {sc.name} in reduce-overhead mode holds its inputs twice: CUDA graph trees copy "
                          f"them into the graph's own buffers ({m.inputs / GiB:.2f} GiB more)")
+        if sc.mode in ("compile", "reduce-overhead") and sc.kind == "train":
+            # the trace runs the eager ops; Inductor's fused kernels keep their intermediates on chip, and its training
+            # partitioner recomputes cheap forward values in backward rather than saving them
+            notes.append(f"memory: {sc.name} under torch.compile is measured on its eager ops: the compiled step saves "
+                         "fewer activations for backward (fused intermediates, recomputed pointwise values), so its peak "
+                         "can be lower than shown (not modelled)")
         judge(m)
         if target is not None and target.usable is not None:
             plan(m, target.usable, inventory.totals[sc.name].time_s, layer_count(trace), sc)
