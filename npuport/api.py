@@ -29,6 +29,7 @@ from npuport.audit.report import AuditReport
 from npuport.bench.harness import BenchOptions
 from npuport.bench.json_form import bench_to_json
 from npuport.bench.runner import BenchReport, run_bench
+from npuport.cost.inventory import GraphInputs
 from npuport.cost.roofline import ChipProfile, default_baseline, default_chip, get_chip, load_chips
 from npuport.coverage import STATUSES
 from npuport.coverage.database import VersionChoice, resolve_version
@@ -161,9 +162,9 @@ def _hold_at_recorded_host(joined: dict[str, Any], report: Any, art: dict[str, A
     if sc is None or calls is None:
         return
     totals = report.inventory.totals.get(scenario)
-    mode, copied = sc.mode, totals.graph_inputs_bytes if totals else 0
+    mode, copied = sc.mode, totals.graph_inputs if totals else GraphInputs()
     if mode == "reduce-overhead" and ((art.get("recorded") or {}).get("compile") or {}).get("cudagraph_skips_after_steps"):
-        mode, copied = "compile", 0  # torch ran the compiled graphs without replaying them (the join says so)
+        mode, copied = "compile", GraphInputs()  # torch ran the compiled graphs without replaying them (the join says so)
     at = at_recorded_host(calls, report.inventory.chip, art, mode, copied)
     step = joined["step"]
     if at is None:

@@ -19,6 +19,9 @@ meet the 15% / 0.05 goals: on a shared host an eager step's host side moves betw
 --host-ratio prints, per model and scenario, each run's median host probe and its steps' host issue time per
 probe (ms per µs): a probe that measured the host's speed fully would keep that ratio the same in every run.
 
+--fit-graph-input MODEL prints the host cost per input tensor that a torch.compile(mode="reduce-overhead") replay
+copies into its graph, fit to MODEL's reduce-overhead decode (timing.yaml graph_input_s).
+
 --fit-host MODEL prints the host costs per eager call (forward, backward) that make the simulated steps of MODEL
 match its measured ones (its prefill and decode fit the forward cost, its train step then the backward cost): the
 calibration mappings/timing.yaml takes for the chip. The other models are then held against it, not fit.
@@ -76,15 +79,15 @@ def check(folder: Path, chip: str) -> list[dict[str, Any]]:
             plain = art["unprofiled"]["step_s"]
             probe = (art.get("host_probe") or {}).get("op_s")
             mode = art["scenario"].get("mode") or "eager"
-            copied = inv.totals[name].graph_inputs_bytes  # reduce-overhead: what each replay copies in
+            copied = inv.totals[name].graph_inputs  # reduce-overhead: what each replay copies in
             on_host = (step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(probe)),
-                                 graph_inputs_bytes=copied).step_s
+                                 graph_inputs=copied).step_s
                        if probe else None)
             # each timed step against the estimate for the host speed probed around it (where recorded: the mean of
             # the probes before and after it, else the one before)
             per_step = step_probes(art["unprofiled"])
             step_errors = ([step_time(inv.calls[name], inv.chip, mode, model=replace(tm, host=tm.host.scaled(p)),
-                                      graph_inputs_bytes=copied).step_s
+                                      graph_inputs=copied).step_s
                             / w - 1.0 for p, w in zip(per_step, plain)] if per_step else None)
             rows.append({"model": model_dir.name, "scenario": art["scenario"]["spec"],
                          "estimated_s": st["estimated"]["step_s"], "measured_s": st["measured"]["step_s"],
@@ -174,6 +177,30 @@ def fit_compile(folder: Path, model: str, chip: str, calibration: Path) -> tuple
     return graph_s, kernel_s
 
 
+def fit_graph_input(folder: Path, model: str, chip: str) -> float:
+    """torch.compile mode="reduce-overhead"'s host cost per input tensor a replay copies into its graph (timing.yaml
+    graph_input_s), fit to `model`'s reduce-overhead decode step, whose inputs are its KV cache (two tensors a
+    layer) and whose host time is almost all spent on them: its host issue time at the reference probe's speed, less
+    what the estimate already gives the host (the graph call and its replay launch), over the input tensors."""
+    arts = {k: v for k, v in _artifacts(folder / model).items() if k == "decode"}
+    if not arts or (arts["decode"]["scenario"].get("mode") or "eager") != "reduce-overhead":
+        sys.exit(f"{folder / model}: no decode profile recorded with mode=reduce-overhead")
+    report, _ = _audit(model, arts, chip)
+    inv = report.inventory
+    tm = timing_for(inv.chip)
+    ref = tm.host.reference_probe_s
+    plain = arts["decode"]["unprofiled"]
+    host_at_ref = statistics.median(h * ref / p for h, p in zip(plain["host_s"], step_probes(plain)))
+    inputs = inv.totals["decode"].graph_inputs
+    zero = replace(tm, host=replace(tm.host, graph_input_s=0.0))
+    base = step_time(inv.calls["decode"], inv.chip, "reduce-overhead", model=zero, graph_inputs=inputs)
+    per_input = (host_at_ref - base.host_s) / inputs.tensors
+    print(f"{model} decode on {chip}: graph_input_s {per_input:.3g} ({per_input / ref:.2f} host probes; "
+          f"{inputs.tensors} input tensors, {inputs.bytes / 2**30:.2f} GiB; host issue {host_at_ref * 1e3:.2f} ms at "
+          f"reference_probe_s {ref:.3g}, of it the graph call and launch {base.host_s * 1e3:.2f} ms)")
+    return per_input
+
+
 def kernel_counts(folder: Path, chip: str) -> None:
     """Compiled steps: the kernels the estimate launches per step (generated / extern) against the profile's (Triton
     kernels / aten ops with device time), per profiled step."""
@@ -226,6 +253,8 @@ def main() -> None:
     ap.add_argument("--fit-host", metavar="MODEL")
     ap.add_argument("--fit-compile", metavar="MODEL", help="torch.compile's host costs from MODEL's compiled decode")
     ap.add_argument("--calibration", type=Path, help="scripts/calibrate_compile_host.py output, for --fit-compile")
+    ap.add_argument("--fit-graph-input", metavar="MODEL",
+                    help="reduce-overhead's host cost per copied input tensor from MODEL's reduce-overhead decode")
     ap.add_argument("--kernels", action="store_true", help="compiled steps: kernels per step, estimated and measured")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--host-ratio", action="store_true", help="each run's host probe against its steps' host time")
@@ -240,6 +269,9 @@ def main() -> None:
         if args.calibration is None:
             ap.error("--fit-compile needs --calibration")
         fit_compile(args.profiles[0], args.fit_compile, args.chip, args.calibration)
+        return
+    if args.fit_graph_input:
+        fit_graph_input(args.profiles[0], args.fit_graph_input, args.chip)
         return
     if args.fit_host:
         fit_host(args.profiles[0], args.fit_host, args.chip)

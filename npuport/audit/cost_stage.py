@@ -46,9 +46,12 @@ def cost_stage(traces: dict[str, Trace], target: ChipProfile, torch_npu: str | N
     if modes and "reduce-overhead" in modes.values():
         assumptions.append("reduce-overhead mode: the calls between two library kernels fused as in compile mode "
                            "(npuport/cost/fused.py), the compiled graphs replayed as device graphs: per compiled graph "
-                           "its call and one replay launch on the host, no host cost per kernel; before each replay one "
-                           "copy of the step's inputs that are not parameters (a decode step's KV cache) into the "
-                           f"graph's own buffers; {target.name}'s host cost of a graph call: {model.host.compile_source}")
+                           "its call and one replay launch on the host, no host cost per kernel; before each replay a "
+                           "copy of each input tensor that is not a parameter (a decode step's KV cache: two a layer) "
+                           f"into the graph's own buffers; {target.name}'s host cost of a graph call: "
+                           f"{model.host.compile_source}; of each copied input: "
+                           + (f"{model.host.graph_input_s * 1e6:.1f} us, {model.host.graph_input_source}"
+                              if model.host.graph_input_s else "none known (not counted)"))
     if any(e.op.endswith("scaled_dot_product_attention") for e in inventory.ops):
         assumptions.append("causal attention FLOPs are counted at half (fused kernels skip masked blocks)")
     if any(e.op == "aten::_grouped_mm" for e in inventory.ops):

@@ -11,7 +11,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from npuport.cost.fused import CompiledPlan, DeviceTime, FusedRun, compiled_issue, plan
 from npuport.cost.op_costs import CallCost, backward_frame_cost, base_name, call_cost, frame_cost, itemsize, op_classes
@@ -247,15 +247,27 @@ def compiled_plan(calls: Sequence[ReportedCall]) -> CompiledPlan:
     return plan(calls, classes)
 
 
+class GraphInputs(NamedTuple):
+    """A step's inputs that are not parameters (token ids, a decode step's KV cache): what a reduce-overhead replay
+    copies into its graph's own buffers first."""
+
+    bytes: int = 0
+    tensors: int = 0
+
+
+NO_GRAPH_INPUTS = GraphInputs()
+
+
 def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "eager",
               model: TimingModel | None = None, compiled: CompiledPlan | None = None,
-              graph_inputs_bytes: int = 0) -> StepTime:
+              graph_inputs: GraphInputs = NO_GRAPH_INPUTS) -> StepTime:
     """The step on `chip`: its host thread issuing the calls in order to one device queue (npuport.cost.timing);
     `model` replaces the chip's timing model (mappings/timing.yaml) when given; `compiled`, the calls' compiled_plan
-    when the caller has it (it is the same on every chip). graph_inputs_bytes: the step's inputs that are not
-    parameters (token ids, a decode step's KV cache); in reduce-overhead mode each replay first copies them into
-    its graph's own input buffers (CUDA graph trees copy every non-static input: torch/_inductor/cudagraph_trees.py,
-    `_copy_inputs_and_remove_from_src`, one `_foreach_copy_`)."""
+    when the caller has it (it is the same on every chip). graph_inputs: in reduce-overhead mode each replay first
+    copies the step's inputs that are not parameters into its graph's own input buffers (CUDA graph trees copy every
+    non-static input: torch/_inductor/cudagraph_trees.py, `_copy_inputs_and_remove_from_src`): one copy kernel per
+    tensor, as a lent H100 ran them (torch 2.11: `aten::copy_` once per cache tensor and step), each costing the host
+    `graph_input_s` before the replay is launched."""
     model = model or timing_for(chip)
     own = model is timing_for(chip)
     syncing = sync_ops()
@@ -275,9 +287,10 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
         issued = compiled_issue(compiled or compiled_plan(calls), calls, issued,
                                 DeviceTime(model, chip.memory_bandwidth, chip.peak_flops("float32", False)),
                                 lambda i: timing_class(calls[i], model))
-    if mode == "reduce-overhead" and graph_inputs_bytes > 0:  # read and written once, at copy's rates
-        copy = call_device_s(model, chip, "copy", 0.0, 2.0 * graph_inputs_bytes, "bfloat16", False)
-        issued = [Issued(copy, False, False, False, 0.0, "generated"), *issued]
+    if mode == "reduce-overhead" and graph_inputs.bytes > 0:  # each tensor read and written once, at copy's rates
+        n = max(1, graph_inputs.tensors)
+        copy = call_device_s(model, chip, "copy", 0.0, 2.0 * graph_inputs.bytes / n, "bfloat16", False)
+        issued = [*[Issued(copy, False, False, False, model.host.graph_input_s or 0.0, "input")] * n, *issued]
     return simulate(model, issued, mode)
 
 
@@ -420,7 +433,7 @@ class ScenarioTotals:
     step: StepTime | None = None
     # a host-bound eager step simulated again as one captured graph (no host cost per op): what graph mode would give
     as_graph: StepTime | None = None
-    graph_inputs_bytes: int = 0  # reduce-overhead: the inputs each replay copies into its graph (step_time)
+    graph_inputs: GraphInputs = NO_GRAPH_INPUTS  # reduce-overhead: the inputs each replay copies into its graph
 
 
 @dataclass
@@ -506,14 +519,16 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
         compiled = compiled_plan(calls) if is_compiled(mode) else None  # the same on every chip: made once
         if compiled is not None:
             plans[name] = compiled
-        copied = int(getattr(trace.memory, "inputs", 0) or 0) if mode == "reduce-overhead" else 0
-        simulated = step_time(calls, chip, mode, compiled=compiled, graph_inputs_bytes=copied)
+        mem = trace.memory
+        copied = (GraphInputs(int(mem.inputs), int(mem.input_tensors)) if mode == "reduce-overhead" and mem is not None
+                  else NO_GRAPH_INPUTS)
+        simulated = step_time(calls, chip, mode, compiled=compiled, graph_inputs=copied)
         by_chip = {}
         for other in (all_chips or {chip.name: chip}).values():  # the target's step is simulated once, above
             if other is not chip and is_compiled(mode) and not has_compile_costs(timing_for(other)):
                 continue  # a chip whose timing model has no torch.compile host costs gives no compiled time
             by_chip[other.name] = (simulated.step_s if other is chip
-                                   else step_time(calls, other, mode, compiled=compiled, graph_inputs_bytes=copied).step_s)
+                                   else step_time(calls, other, mode, compiled=compiled, graph_inputs=copied).step_s)
         as_graph = step_time(calls, chip, "graph") if mode == "eager" and simulated.bound == "host" else None
         totals[name] = ScenarioTotals(
             name, len(calls), sum(1 for c in calls if c.kind == "compute"), sum(c.cost.flops for c in calls),

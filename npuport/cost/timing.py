@@ -64,6 +64,10 @@ class HostCosts:
     compile_kernel_s: float | None = None
     compile_extern_s: float | None = None
     compile_source: str = ""
+    # torch.compile mode="reduce-overhead": host seconds per input tensor each replay copies into its graph's buffers
+    # (a decode step's cache: two per layer); None where not measured (then the copies cost the host nothing)
+    graph_input_s: float | None = None
+    graph_input_source: str = ""
 
     def extra_s(self, cls: str) -> float:
         """Host seconds a call of timing class `cls` costs beyond the per-call cost (0 without a reference probe)."""
@@ -83,7 +87,8 @@ class HostCosts:
         times = (lambda v: None if v is None else v * f)  # noqa: E731
         return HostCosts(self.forward_call_s * f, self.backward_call_s * f, self.view_call_s * f,
                          self.graph_launch_s * f, probe_s, self.class_extra, times(self.compile_graph_s),
-                         times(self.compile_kernel_s), times(self.compile_extern_s), self.compile_source)
+                         times(self.compile_kernel_s), times(self.compile_extern_s), self.compile_source,
+                         times(self.graph_input_s), self.graph_input_source)
 
 
 @dataclass(frozen=True)
@@ -216,7 +221,8 @@ def _model(name: str, raw: dict[str, Any], status: str, source: str) -> TimingMo
                                  float(h["graph_launch_s"]), h.get("reference_probe_s"),
                                  tuple(sorted((k, float(v)) for k, v in (h.get("class_extra") or {}).items())),
                                  opt("compile_graph_s"), opt("compile_kernel_s"), opt("compile_extern_s"),
-                                 str(h.get("compile_source") or "")),
+                                 str(h.get("compile_source") or ""), opt("graph_input_s"),
+                                 str(h.get("graph_input_source") or "")),
                        float(raw.get("kernel_gap_s", 0.0)), frozenset(raw.get("compile_attention") or ()))
 
 
@@ -308,7 +314,9 @@ class Issued:
     backward: bool
     sync: bool
     host_extra_s: float = 0.0  # the host's cost for this call's class beyond the per-call cost (HostCosts.extra_s)
-    launch: str = ""  # compile mode: "generated" (a fused kernel) or "extern" (a library kernel); eager: ""
+    # compile mode: "generated" (a fused kernel) or "extern" (a library kernel); reduce-overhead: "input" (an input's
+    # copy into its graph, host_extra_s its host cost); eager: ""
+    launch: str = ""
 
 
 def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") -> StepTime:
@@ -365,7 +373,10 @@ def _simulate_compiled(model: TimingModel, calls: Iterable[Issued], graphed: boo
             graph_calls += 1
             new_graph = False
         phase = c.backward
-        cost = (kernel_s if c.launch == "generated" else extern_s) + (0.0 if graphed else c.host_extra_s)
+        if c.launch == "input":  # reduce-overhead: an input copied into its graph before the replay
+            cost = c.host_extra_s
+        else:
+            cost = (kernel_s if c.launch == "generated" else extern_s) + (0.0 if graphed else c.host_extra_s)
         host_t += cost
         host_busy += cost
         if c.device_s > 0:

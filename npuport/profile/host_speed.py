@@ -11,7 +11,7 @@ import statistics
 from dataclasses import replace
 from typing import Any, Sequence
 
-from npuport.cost.inventory import ReportedCall, step_time
+from npuport.cost.inventory import NO_GRAPH_INPUTS, GraphInputs, ReportedCall, step_time
 from npuport.cost.roofline import ChipProfile
 from npuport.cost.timing import timing_for
 
@@ -42,7 +42,7 @@ def recorded_probe(profile: dict[str, Any]) -> float | None:
 
 
 def at_recorded_host(calls: Sequence[ReportedCall], chip: ChipProfile, profile: dict[str, Any],
-                     mode: str = "eager", graph_inputs_bytes: int = 0) -> dict[str, Any] | None:
+                     mode: str = "eager", graph_inputs: GraphInputs = NO_GRAPH_INPUTS) -> dict[str, Any] | None:
     """The step estimated for the profile's host speed, or None where the profile has no probe, the chip's host
     costs have no reference probe to scale from, or the step has no host cost per op or kernel (graph mode)."""
     probe = recorded_probe(profile)
@@ -51,6 +51,6 @@ def at_recorded_host(calls: Sequence[ReportedCall], chip: ChipProfile, profile: 
     if probe is None or not ref or mode not in ("eager", "compile", "reduce-overhead"):
         return None
     st = step_time(calls, chip, mode, model=replace(tm, host=tm.host.scaled(probe)),  # type: ignore[arg-type]
-                   graph_inputs_bytes=graph_inputs_bytes)
+                   graph_inputs=graph_inputs)
     return {"probe_s": probe, "reference_probe_s": ref, "step_s": st.step_s, "host_s": st.host_s,
             "bound": st.bound}

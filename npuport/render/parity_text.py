@@ -19,7 +19,14 @@ def look_at(data: dict[str, Any]) -> list[str]:
     v, fd = data["verdict"], data["first_divergence"]
     if v["passed"]:
         out = ["nothing to fix: every compared entry is within tolerance"]
-        if v["unmatched"]:
+        modes = (data.get("scenario") or {}).get("modes") or {}
+        if v["unmatched"] and (data.get("scenario") or {}).get("mode") == "mixed":
+            # an eager side against a compiled one: the compiled side has only the model's own entries by design
+            eager = [role for role, m in modes.items() if m == "eager"]
+            out.append(f"only the entries both sides have were compared (the model's inputs, outputs, gradients): the "
+                       f"{' and '.join(eager) or 'eager'} side's "
+                       f"{v['unmatched']} module entries have no compiled counterpart (one side ran under torch.compile)")
+        elif v["unmatched"]:
             out.append(f"but {v['unmatched']} entries exist on one side only (listed below): the two runs did not take the same path")
         return out
     if not fd:

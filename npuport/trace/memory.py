@@ -32,6 +32,7 @@ class MemoryTrace:
 
     weights: int = 0  # parameters and buffers
     inputs: int = 0  # the step's inputs: token ids, masks, a decode step's cache
+    input_tensors: int = 0  # how many tensors hold those bytes (a decode step's cache: two per layer)
     peak: int = 0  # everything alive at the step's highest point
     peak_module: str = ""  # the module running at that point
     peak_phase: str = ""  # forward or backward
@@ -117,7 +118,9 @@ class MemoryTracker(TorchDispatchMode):
         for p in list(module.parameters()) + list(module.buffers()):
             self.result.weights += self._count(p)
         for t in _tensors(list(inputs)):
-            self.result.inputs += self._count(t)
+            n = self._count(t)
+            self.result.inputs += n
+            self.result.input_tensors += n > 0
         self._base = self.live
         self._mark()
 

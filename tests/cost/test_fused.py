@@ -197,12 +197,14 @@ def test_reduce_overhead_is_the_compiled_kernels_with_a_host_cost_per_graph_not_
     per_graph = float(host.compile_graph_s or 0) + host.graph_launch_s
     for name in ("train", "prefill", "decode"):
         comp, ro = steps["compile"][name], steps["reduce-overhead"][name]
-        # each replay first copies the step's inputs that are not parameters into its graph's buffers: one kernel;
-        # a decode step's inputs hold its KV cache, so its copy is the one that takes measurable time
-        assert ro["mode"] == "reduce-overhead" and ro["kernels"] == comp["kernels"] + 1 > 1
+        # each replay first copies the step's inputs that are not parameters into its graph's buffers, one copy per
+        # tensor: the token ids, and in decode the KV cache (the example's 12 layers, one tensor each, besides)
+        copies = ro["kernels"] - comp["kernels"]
+        assert ro["mode"] == "reduce-overhead" and copies == (1 if name != "decode" else 14)
         assert ro["device_s"] > comp["device_s"] and ro["graph_calls"] == comp["graph_calls"]
-        assert ro["device_s"] - comp["device_s"] < 0.2 * comp["device_s"]
-        assert ro["host_s"] == pytest.approx(per_graph * ro["graph_calls"])  # nothing per kernel
+        assert ro["device_s"] - comp["device_s"] < 0.3 * comp["device_s"]
+        # nothing per kernel; per copied input its own host cost
+        assert ro["host_s"] == pytest.approx(per_graph * ro["graph_calls"] + copies * float(host.graph_input_s or 0))
         assert ro["host_s"] < comp["host_s"] and ro["step_s"] <= comp["step_s"]
     assert steps["reduce-overhead"]["train"]["graph_calls"] == 2  # the forward's graph and the backward's
     text = CliRunner().invoke(cli, ["audit", "examples/gpt/model.py", "--chip", "H200", "--scenario", "decode:batch=1,past=64,mode=reduce-overhead",

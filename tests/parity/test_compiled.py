@@ -100,3 +100,20 @@ def test_reduce_overhead_runs_as_compile_mode_with_a_note(llama_config: str, aot
     assert {e["module"] for e in data["entries"]} == {""}  # compiled: the root's entries only
     assert [s_["compiled"] for s_ in data["sides"]] == ["aot_eager", "aot_eager"]
     assert any("mode=reduce-overhead: parity runs the step under torch.compile's default mode" in w for w in data["warnings"])
+
+
+def test_a_real_eager_against_compiled_report_says_why_entries_are_unmatched():
+    """The JSON report of an eager CUDA record against the compiled CUDA step, from a lent H100
+    (docs/gpu/parity/compiled/): its unmatched module entries are the eager side's by design, not a divergent path."""
+    import json
+    from pathlib import Path
+
+    from npuport.render.parity_text import look_at
+
+    data = json.loads((Path(__file__).resolve().parents[2] / "docs/gpu/parity/compiled/parity_eager_vs_compiled.json").read_text())
+    assert data["scenario"]["modes"] == {"ref": "eager", "dev": "compile"} and data["verdict"]["unmatched"] == 716
+    said = look_at(data)
+    assert said[0].startswith("nothing to fix") and "did not take the same path" not in " ".join(said)
+    assert "the ref side's 716 module entries have no compiled counterpart" in said[1]
+    data["scenario"] = {**data["scenario"], "mode": "eager", "modes": None}  # the same gap between two eager runs
+    assert "did not take the same path" in look_at(data)[1]
