@@ -25,7 +25,9 @@ def advice_stage(traces: dict[str, Trace], inventory: Inventory, torch_npu: str 
         if entry.cls == "hot" and entry.kind == "compute":
             out.append(routes_mod.score_op(entry.op, (coverage_by_op.get(entry.op) or {}).get("status"), w))
     seen: set[tuple[str, str]] = set()
-    for row in rows:
+    # a chain's route is scored once, on an eager scenario's row where there is one: in a compiled scenario the chain
+    # saves nothing against Inductor's kernels, which would make eager win for every scenario
+    for row in sorted(rows, key=lambda r: r["scenario"] in compiled):
         key = (row["pattern"], row["module"])
         if key in seen or row["status"] in ("fused",):
             continue

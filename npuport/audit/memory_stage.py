@@ -47,7 +47,9 @@ def memory_stage(model: LoadedModel, scenarios: list[Scenario], traces: dict[str
             # partitioner recomputes cheap forward values in backward rather than saving them
             notes.append(f"memory: {sc.name} under torch.compile is measured on its eager ops: the compiled step saves "
                          "fewer activations for backward (fused intermediates, recomputed pointwise values), so its peak "
-                         "can be lower than shown (not modelled)")
+                         "can be lower than shown"
+                         + ("; the replayed graphs' private memory pools can raise it" if sc.mode == "reduce-overhead" else "")
+                         + " (not modelled)")
         judge(m)
         if target is not None and target.usable is not None:
             plan(m, target.usable, inventory.totals[sc.name].time_s, layer_count(trace), sc)

@@ -83,14 +83,25 @@ def report_options(formats: tuple[str, ...], json_out: bool = True) -> Callable[
     return deco
 
 
-ATTN_CHOICES = ("auto", "sdpa", "eager")  # what a model built on fake tensors can run (flash-attn kernels cannot)
+ATTN_CHOICES = ("auto", "sdpa", "eager")  # what a model traced on fake tensors can run (no flash-attn kernel can)
+# a model run for real may also take transformers' kernel-backed implementations (on an NPU flash_attention_2 is
+# torch_npu's npu_fusion_attention)
+ATTN_CHOICES_REAL = (*ATTN_CHOICES, "flash_attention_2", "flash_attention_3", "flex_attention")
 
 
 def attn_option(fn: F) -> F:
-    """--attn for --hf builds, checked before anything is loaded."""
+    """--attn for --hf builds traced on fake tensors (audit, bench), checked before anything is loaded."""
     return click.option("--attn", default="auto", show_default=True, type=click.Choice(ATTN_CHOICES),
                         help="Attention implementation for --hf builds: auto (SDPA where the class has it, else its "
                              "own default), sdpa, eager.")(fn)
+
+
+def attn_option_real(fn: F) -> F:
+    """--attn for --hf builds run for real (parity, profile record): transformers' other implementations too."""
+    return click.option("--attn", default="auto", show_default=True, type=click.Choice(ATTN_CHOICES_REAL),
+                        help="Attention implementation for --hf builds: auto (SDPA where the class has it, else its "
+                             "own default), sdpa, eager, or a kernel-backed one transformers provides on the device "
+                             "(flash_attention_2 is torch_npu's fused attention on an NPU).")(fn)
 
 
 def wide_option(fn: F) -> F:

@@ -23,7 +23,7 @@ from click.core import ParameterSource
 from npuport.cli.common import check_new, check_out_dir, handle_errors, say
 from npuport.cli.lazy import Command, Group
 from npuport.cli.options import (
-    attn_option,
+    attn_option_real,
     deprecated,
     not_negative,
     quiet_debug,
@@ -46,7 +46,8 @@ class _ParityGroup(Group):
         if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
             first = args[0]
             # a bare word that is neither a subcommand nor a file is a mistyped subcommand, not a model to run
-            if not first.startswith("-") and not Path(first.split(":")[0]).exists():
+            # (a model is FILE or FILE:FUNCTION, and FILE itself may hold a ':')
+            if not first.startswith("-") and not (Path(first).exists() or Path(first.rsplit(":", 1)[0]).exists()):
                 raise click.UsageError(f"no parity subcommand or model file '{first}' (expected one of "
                                        f"{', '.join(sorted(self.commands))}, or a model.py)", ctx)
             args = ["run", *args]
@@ -59,7 +60,7 @@ def _model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--hf", "hf_config", metavar="CONFIG.json", help="A Hugging Face architecture from its config.json (random seeded weights)."),
         click.option("--entry", metavar="FUNCTION", help="Builder function in MODEL instead of build_model."),
         click.option("--dtype", help="Model dtype (float32, float16, bfloat16; default: the config's / the model's)."),
-        attn_option,
+        attn_option_real,
         scenario_option(DEFAULT_SCENARIO, value=DEFAULT_SCENARIO),
         click.option("--seed", default=0, show_default=True, help="Seed for weights (seed), inputs (seed+1) and the run (seed+2)."),
         click.option("--stats-only", is_flag=True, help="Keep per-tensor statistics and samples, not tensors (large models)."),

@@ -11,7 +11,7 @@ import click
 
 from npuport.cli.common import check_absent, check_new, check_out_dir, handle_errors
 from npuport.cli.lazy import Command, Group
-from npuport.cli.options import attn_option, quiet_debug, report_options, scenario_option, top_option, wide_option
+from npuport.cli.options import attn_option_real, quiet_debug, report_options, scenario_option, top_option, wide_option
 from npuport.errors import NpuportError
 from npuport.model.scenarios import parse_scenarios
 
@@ -37,7 +37,7 @@ def profile() -> None:
 @scenario_option("prefill", multiple=True)
 @click.option("--dev", default="cpu", show_default=True, metavar="cpu|cuda[:i]|npu[:i]|auto", help="Where the model runs.")
 @click.option("--dtype", help="Model dtype (float32, float16, bfloat16). Default: the config's, else float32.")
-@attn_option
+@attn_option_real
 @click.option("--warmup", type=click.IntRange(min=1), default=2, show_default=True,
               help="Steps run before the profiled ones (at least 1: without a warm-up step the profiler loses the first "
                    "profiled one).")

@@ -36,6 +36,7 @@ class Advice:
     fused_s: float
     ops: list[str] = field(default_factory=list)
     dtype: str = ""
+    compiled: str | None = None  # in a torch.compile scenario: what Inductor already does with the chain
 
 
 def _bytes(ts: list[TensorMeta]) -> int:
@@ -113,8 +114,8 @@ def _against_compiled(m: Match, saved: tuple[int, int, float, float], mode: str,
     used = {kernels[c.index] for c in m.nodes.values() if c.index in kernels}
     bytes_saved, _, before, after = saved
     if len(used) <= 1:
-        return (0, 0, after, after), (f"torch.compile (mode={mode}) already runs this chain as one generated kernel: "
-                                      "nothing to save against it")
+        return (0, 0, after, after), (f"torch.compile (mode={mode}) already fuses this chain into its generated "
+                                      "kernel: nothing to save against it")
     return (bytes_saved, len(used) - 1, before, after), (
         f"under torch.compile (mode={mode}) this chain runs as {len(used)} kernels: launches saved are counted "
         "against those; bytes and time against the eager ops (an upper bound)")
@@ -142,16 +143,15 @@ def advise(traces: Mapping[str, Trace], chip: ChipProfile, torch_npu: str | None
             facts = _facts(m, chip.name, torch_npu)
             rep, rejected = choose(tuple(m.pattern.replacements), facts)
             saved = _saving(graph, m, chip)
-            note = m.note
+            said = None
             if name in (compiled or {}):
                 mode, kernels = (compiled or {})[name]
                 saved, said = _against_compiled(m, saved, mode, kernels)
-                note = f"{note}; {said}" if note else said
             status = "blocked" if m.blocked else ("proposed" if rep else "no-replacement")
             out.append(Advice(m.pattern.id, m.pattern.title, name, status, module_pattern(m.anchor.module), m.anchor.source,
-                              rep, rejected, m.blocked[:3], note, *saved,
+                              rep, rejected, m.blocked[:3], m.note, *saved,
                               ops=[c.op for c in sorted({c.index: c for c in m.nodes.values()}.values(), key=lambda c: c.index)],
-                              dtype=facts.dtype))
+                              dtype=facts.dtype, compiled=said))
         for frame in trace.frames.values():
             if frame.op != "aten::scaled_dot_product_attention" or frame.phase != "forward":
                 continue
@@ -170,16 +170,17 @@ def summarize(advice: list[Advice]) -> list[dict[str, Any]]:
     """Group identical advice (same pattern, scenario, module, status, replacement) into JSON rows."""
     groups: dict[tuple, list[Advice]] = defaultdict(list)
     for a in advice:
-        key = (a.scenario, a.pattern, a.module, a.status, (a.replacement or {}).get("id"), a.note)
+        key = (a.scenario, a.pattern, a.module, a.status, (a.replacement or {}).get("id"), a.note, a.compiled)
         groups[key].append(a)
     rows = []
-    for (scenario, pattern, module, status, _rid, note), items in groups.items():
+    for (scenario, pattern, module, status, _rid, note, compiled), items in groups.items():
         first = items[0]
         sources = sorted({a.source for a in items if a.source})
         rows.append({
             "pattern": pattern, "title": first.title, "scenario": scenario, "status": status, "matches": len(items),
             "module": module, "sources": sources[:6], "ops": first.ops, "dtype": first.dtype,
             "replacement": first.replacement, "rejected": first.rejected, "blocked_by": first.blocked_by, "note": note,
+            "compiled": compiled,
             "bytes_saved": sum(a.bytes_saved for a in items), "launches_saved": sum(a.launches_saved for a in items),
             "unfused_time_s": sum(a.unfused_s for a in items), "fused_time_s": sum(a.fused_s for a in items),
             "time_saved_s": sum(a.unfused_s - a.fused_s for a in items),

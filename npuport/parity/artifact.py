@@ -279,15 +279,23 @@ def check_record(art: "Artifact") -> None:
     _check_step(art.path / MANIFEST, art.manifest["scenario"])
 
 
+def step_spec(sc: dict[str, Any], mode: str | None = None) -> str:
+    """The --scenario text that reruns a record's step (its manifest's `scenario`), in `mode` if given, else its own."""
+    mode = (sc.get("mode") or "eager") if mode is None else mode
+    return (f"{sc.get('name')}:batch={sc.get('batch')},seq={sc.get('seq')}"
+            + (f",past={sc['past']}" if sc.get("past") is not None else "") + (f",mode={mode}" if mode != "eager" else ""))
+
+
 def _check_step(mpath: Path, sc: dict[str, Any]) -> None:
-    """The recorded step is rerun from these sizes: one no scenario takes is the record's fault, said as such (else the
-    scenario grammar would name it as an option the user gave)."""
-    sizes = {k: sc.get(k) for k in ("batch", "seq", "past") if k != "past" or sc.get(k)}
-    spec = f"{sc.get('kind')}:" + ",".join(f"{k}={v}" for k, v in sizes.items())
+    """The recorded step is rerun from its manifest (step_spec): one no scenario takes is the record's fault, said as
+    such (else the scenario grammar would name it as an option the user gave)."""
     try:
-        if not all(type(v) is int for v in sizes.values()):
+        sizes = [sc.get(k) for k in ("batch", "seq")] + ([sc["past"]] if sc.get("past") is not None else [])
+        if not all(type(v) is int for v in sizes):
             raise NpuportError("a size is not an integer")
-        parse_scenario(spec)
+        if not isinstance(sc.get("mode", "eager"), str):
+            raise NpuportError("its mode is not a name")
+        parse_scenario(step_spec(sc))
     except NpuportError as exc:
         raise NpuportError(f"{mpath} is corrupt: its scenario is not a step npuport runs ({exc.what})",
                            "a manifest as npuport parity record writes it", json.dumps(sc)[:120]) from None

@@ -19,7 +19,7 @@ from typing import Any
 
 from npuport.devices.device import Device, NumericsPolicy, parse_device, preserved_numerics
 from npuport.errors import NpuportError
-from npuport.parity.artifact import MANIFEST, Artifact, check_record
+from npuport.parity.artifact import MANIFEST, Artifact, check_record, step_spec
 from npuport.parity.compare import Comparison, compare
 from npuport.parity.entries import Capture, CaptureOptions
 from npuport.parity.localize import FirstDivergence, first_divergence, replay
@@ -242,8 +242,7 @@ def _options_from(manifest: dict[str, Any], opts: RunOptions) -> RunOptions:
     # the record's shapes; its mode unless this run asks for another (an eager record against a compiled live side)
     asked = opts.parsed_scenario.mode
     mode = asked if asked != "eager" else sc.get("mode", "eager")
-    scenario = (f"{sc['name']}:batch={sc['batch']},seq={sc['seq']}" + (f",past={sc['past']}" if sc.get("past") is not None else "")
-                + (f",mode={mode}" if mode != "eager" else ""))
+    scenario = step_spec(sc, mode)
     capture = CaptureOptions(mode=cap["mode"], ops=cap["ops"],
                              op_sequence=cap["op_sequence"], backward=cap["backward"], keep=opts.capture.keep,
                              budget_bytes=opts.capture.budget_bytes)

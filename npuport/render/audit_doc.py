@@ -547,6 +547,8 @@ def _fusion_why(r: dict[str, Any]) -> str:
         why = f"{b['tensor']} is also read by {b['other_reader']} ({short_source(b['at'])})"
     elif r["rejected"] and not why:
         why = "; ".join(f"{x['op']}: {', '.join(x['reasons'])}" for x in r["rejected"][:2])
+    if r.get("compiled"):  # a torch.compile scenario: what Inductor already makes of the chain
+        why = f"{why}; {r['compiled']}" if why else r["compiled"]
     return why
 
 

@@ -184,8 +184,24 @@ def test_mistyped_words_are_named_before_anything_runs(args: list[str], says: st
     assert res.exit_code == 2 and says in res.stderr, res.output
 
 
-def test_attn_is_one_choice_everywhere() -> None:
+def test_attn_is_a_checked_choice_everywhere() -> None:
+    """Traced on fake tensors (audit, bench): auto, sdpa, eager; run for real (parity, profile record): transformers'
+    kernel-backed implementations too (flash_attention_2 is torch_npu's fused attention on an NPU)."""
     with_attn = {p: option(c, "--attn") for p, c in RUNNABLE.items() if option(c, "--attn") is not None}
-    assert {"npuport audit", "npuport bench", "npuport parity run", "npuport profile record"} <= set(with_attn)
+    fake, real = {"npuport audit", "npuport bench"}, {"npuport parity run", "npuport parity record", "npuport parity compare",
+                                                     "npuport profile record"}
+    assert set(with_attn) == fake | real
     for path, opt in with_attn.items():
-        assert isinstance(opt.type, click.Choice) and tuple(opt.type.choices) == ("auto", "sdpa", "eager"), path
+        assert isinstance(opt.type, click.Choice), path
+        want = ("auto", "sdpa", "eager") + (("flash_attention_2", "flash_attention_3", "flex_attention") if path in real else ())
+        assert tuple(opt.type.choices) == want, path
+
+
+def test_a_model_path_with_a_colon_still_runs_as_parity_run(tmp_path) -> None:
+    """FILE and FILE:FUNCTION are models, and FILE may hold a ':' itself: none is taken for a mistyped subcommand."""
+    model = tmp_path / "run:1" / "model.py"
+    model.parent.mkdir()
+    model.write_text("def build_model():\n    pass\n")
+    for word in (str(model), f"{model}:build_model"):
+        res = CliRunner().invoke(cli, ["parity", word])
+        assert res.exit_code == 2 and "missing option '--ref'" in res.stderr, res.output

@@ -165,16 +165,20 @@ def test_a_golden_that_is_not_float64_and_records_of_other_seeds_are_input_error
     assert r.exit_code == 2 and "made with different seeds" in r.output, r.output
 
 
-@pytest.mark.parametrize("size", [0, "8", 2**31, True])
-def test_a_manifest_with_a_bad_size_names_the_record_not_an_option(two_steps, llama_config, tmp_path, size):
+@pytest.mark.parametrize(("field", "value"), [("batch", 0), ("batch", "8"), ("batch", 2**31), ("batch", True),
+                                              ("past", False), ("name", "prefil"), ("name", None), ("mode", "inductor")])
+def test_a_manifest_with_a_bad_step_names_the_record_not_an_option(two_steps, llama_config, tmp_path, field, value):
     """The record's step comes from its manifest: a size there that no scenario takes is the record's fault, said so
     (it was reported as a bad --scenario option the user never gave)."""
     damaged = tmp_path / "rec"
     shutil.copytree(two_steps / "pre", damaged)
     manifest = json.loads((damaged / "manifest.json").read_text())
-    manifest["scenario"]["batch"] = size
+    if value is None:
+        del manifest["scenario"][field]
+    else:
+        manifest["scenario"][field] = value
     (damaged / "manifest.json").write_text(json.dumps(manifest))
     r = run("compare", "--hf", llama_config, "--ref", str(damaged), "--dev", "cpu", "--quiet")
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
-    assert r.output.startswith(f"error: {damaged / 'manifest.json'}"), r.output
-    assert "--scenario" not in r.output and "batch" in r.output, r.output
+    assert r.output.startswith(f"error: {damaged / 'manifest.json'} is corrupt: its scenario is not a step"), r.output
+    assert "--scenario" not in r.output, r.output
