@@ -150,6 +150,19 @@ def fit_host(folder: Path, model: str, chip: str) -> None:
         print(f"  {name}: simulated {st.step_s * 1e3:.1f} ms against {arts[name]['unprofiled']['median_s'] * 1e3:.1f} ms")
 
 
+def _decode_at_reference_host(folder: Path, model: str, chip: str, mode: str | None = None) -> tuple[Any, Any, float, float]:
+    """`model`'s decode profile audited on `chip`: (inventory, timing model, reference probe, the median of its timed
+    steps' host issue times brought to the reference probe's host speed)."""
+    arts = {k: v for k, v in _artifacts(folder / model).items() if k == "decode"}
+    if not arts or mode is not None and (arts["decode"]["scenario"].get("mode") or "eager") != mode:
+        sys.exit(f"{folder / model}: no decode profile recorded" + (f" with mode={mode}" if mode else ""))
+    report, _ = _audit(model, arts, chip)
+    tm = timing_for(report.inventory.chip)
+    ref = tm.host.reference_probe_s
+    plain = arts["decode"]["unprofiled"]
+    return report.inventory, tm, ref, statistics.median(h * ref / p for h, p in zip(plain["host_s"], step_probes(plain)))
+
+
 def fit_compile(folder: Path, model: str, chip: str, calibration: Path) -> tuple[float, float]:
     """torch.compile's host costs (timing.yaml compile_*): the cost of a compiled graph's call from the calibration
     (scripts/calibrate_compile_host.py: the per-graph intercept of its GEMM chain, in host probes), and one cost per
@@ -159,13 +172,7 @@ def fit_compile(folder: Path, model: str, chip: str, calibration: Path) -> tuple
     cal = json.loads(calibration.read_text())
     cal_probe = statistics.mean(cal["probe_s"])
     graph_probes = cal["points"]["mm"]["graph_s"] / cal_probe
-    arts = {k: v for k, v in _artifacts(folder / model).items() if k == "decode"}
-    report, _ = _audit(model, arts, chip)
-    inv = report.inventory
-    tm = timing_for(inv.chip)
-    ref = tm.host.reference_probe_s
-    plain = arts["decode"]["unprofiled"]
-    host_at_ref = statistics.median(h * ref / p for h, p in zip(plain["host_s"], step_probes(plain)))
+    inv, tm, ref, host_at_ref = _decode_at_reference_host(folder, model, chip)
     calls = inv.calls["decode"]
     zero = replace(tm, host=replace(tm.host, compile_graph_s=0.0, compile_kernel_s=0.0, compile_extern_s=0.0))
     base = step_time(calls, inv.chip, "compile", model=zero)  # the class extras alone, and the kernel count
@@ -182,15 +189,7 @@ def fit_graph_input(folder: Path, model: str, chip: str) -> float:
     graph_input_s), fit to `model`'s reduce-overhead decode step, whose inputs are its KV cache (two tensors a
     layer) and whose host time is almost all spent on them: its host issue time at the reference probe's speed, less
     what the estimate already gives the host (the graph call and its replay launch), over the input tensors."""
-    arts = {k: v for k, v in _artifacts(folder / model).items() if k == "decode"}
-    if not arts or (arts["decode"]["scenario"].get("mode") or "eager") != "reduce-overhead":
-        sys.exit(f"{folder / model}: no decode profile recorded with mode=reduce-overhead")
-    report, _ = _audit(model, arts, chip)
-    inv = report.inventory
-    tm = timing_for(inv.chip)
-    ref = tm.host.reference_probe_s
-    plain = arts["decode"]["unprofiled"]
-    host_at_ref = statistics.median(h * ref / p for h, p in zip(plain["host_s"], step_probes(plain)))
+    inv, tm, ref, host_at_ref = _decode_at_reference_host(folder, model, chip, "reduce-overhead")
     inputs = inv.totals["decode"].graph_inputs
     zero = replace(tm, host=replace(tm.host, graph_input_s=0.0))
     base = step_time(inv.calls["decode"], inv.chip, "reduce-overhead", model=zero, graph_inputs=inputs)
