@@ -191,6 +191,8 @@ def fit_graph_input(folder: Path, model: str, chip: str) -> float:
     what the estimate already gives the host (the graph call and its replay launch), over the input tensors."""
     inv, tm, ref, host_at_ref = _decode_at_reference_host(folder, model, chip, "reduce-overhead")
     inputs = inv.totals["decode"].graph_inputs
+    if not inputs.tensors:
+        sys.exit(f"{model}: its decode step has no input tensor to copy (nothing to fit)")
     zero = replace(tm, host=replace(tm.host, graph_input_s=0.0))
     base = step_time(inv.calls["decode"], inv.chip, "reduce-overhead", model=zero, graph_inputs=inputs)
     per_input = (host_at_ref - base.host_s) / inputs.tensors

@@ -117,10 +117,16 @@ class MemoryTracker(TorchDispatchMode):
         """What is alive before the step: the weights and the inputs."""
         for p in list(module.parameters()) + list(module.buffers()):
             self.result.weights += self._count(p)
+        weights = set(self._sizes)
+        seen: set[int] = set()
         for t in _tensors(list(inputs)):
-            n = self._count(t)
-            self.result.inputs += n
-            self.result.input_tensors += n > 0
+            self.result.inputs += self._count(t)  # bytes per storage: views of one buffer share it
+            got = self._key(t)
+            # tensors per object: a graph copies each input tensor it is given, views of one buffer each on its own;
+            # one object passed twice, or a weight passed as an input, is not copied again
+            if got is not None and got[0] not in weights and id(t) not in seen and t.numel() > 0:
+                seen.add(id(t))
+                self.result.input_tensors += 1
         self._base = self.live
         self._mark()
 

@@ -115,5 +115,8 @@ def test_a_real_eager_against_compiled_report_says_why_entries_are_unmatched():
     said = look_at(data)
     assert said[0].startswith("nothing to fix") and "did not take the same path" not in " ".join(said)
     assert "the ref side's 716 module entries have no compiled counterpart" in said[1]
+    # entries only the compiled side has are not by design
+    odd = {**data, "unmatched": {**data["unmatched"], "dev_only": ["<model>#0:out.extra"]}}
+    assert "did not take the same path" in look_at(odd)[1]
     data["scenario"] = {**data["scenario"], "mode": "eager", "modes": None}  # the same gap between two eager runs
     assert "did not take the same path" in look_at(data)[1]
