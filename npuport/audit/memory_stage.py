@@ -38,10 +38,10 @@ def memory_stage(model: LoadedModel, scenarios: list[Scenario], traces: dict[str
         if trace is None or trace.memory is None:
             continue
         m = scenario_memory(sc.kind, trace.memory, params, optimizer, master_weights)
-        if sc.mode == "reduce-overhead" and m.inputs:
-            graph_inputs(m)
+        if sc.mode == "reduce-overhead" and trace.memory.copied_inputs:
+            graph_inputs(m, trace.memory.copied_inputs)
             notes.append(f"memory: {sc.name} in reduce-overhead mode holds its inputs twice: CUDA graph trees copy "
-                         f"them into the graph's own buffers ({m.inputs / GiB:.2f} GiB more)")
+                         f"them into the graph's own buffers ({trace.memory.copied_inputs / GiB:.2f} GiB more)")
         if sc.mode in ("compile", "reduce-overhead") and sc.kind == "train":
             # the trace runs the eager ops; Inductor's fused kernels keep their intermediates on chip, and its training
             # partitioner recomputes cheap forward values in backward rather than saving them

@@ -520,7 +520,7 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
         if compiled is not None:
             plans[name] = compiled
         mem = trace.memory
-        copied = (GraphInputs(int(mem.inputs), int(mem.input_tensors)) if mode == "reduce-overhead" and mem is not None
+        copied = (GraphInputs(int(mem.copied_inputs), int(mem.input_tensors)) if mode == "reduce-overhead" and mem is not None
                   else NO_GRAPH_INPUTS)
         simulated = step_time(calls, chip, mode, compiled=compiled, graph_inputs=copied)
         by_chip = {}

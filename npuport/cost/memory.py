@@ -135,15 +135,16 @@ class ScenarioMemory:
         return out
 
 
-def graph_inputs(m: ScenarioMemory) -> None:
+def graph_inputs(m: ScenarioMemory, copied: int) -> None:
     """torch.compile(mode="reduce-overhead"): CUDA graph trees give each graph its own buffer for every input that is
-    not a parameter or buffer and copy the input into it before each replay (torch/_inductor/cudagraph_trees.py: the
-    static inputs allocated when a graph is recorded, `_copy_inputs_and_remove_from_src`), so the step's inputs (a
-    decode step's KV cache) are held twice while the graph lives."""
-    m.graph_inputs = m.inputs
-    m.peak += m.inputs
-    m.step0_peak += m.inputs
-    m.held += m.inputs
+    not a parameter, a buffer or marked static, and copy the input into it before each replay
+    (torch/_inductor/cudagraph_trees.py: the static inputs allocated when a graph is recorded,
+    `_copy_inputs_and_remove_from_src`), so those `copied` bytes of the step's inputs (a decode step's KV cache) are
+    held twice while the graph lives."""
+    m.graph_inputs = copied
+    m.peak += copied
+    m.step0_peak += copied
+    m.held += copied
 
 
 def _merged(by_module: dict[str, int]) -> dict[str, int]:

@@ -32,7 +32,11 @@ class MemoryTrace:
 
     weights: int = 0  # parameters and buffers
     inputs: int = 0  # the step's inputs: token ids, masks, a decode step's cache
-    input_tensors: int = 0  # how many tensors hold those bytes (a decode step's cache: two per layer)
+    # what a torch.compile(mode="reduce-overhead") replay copies into its graph first: the input tensors that are not
+    # weights nor marked static (torch._dynamo.mark_static_address, as transformers' StaticCache marks its cache), and
+    # their bytes
+    input_tensors: int = 0
+    copied_inputs: int = 0
     peak: int = 0  # everything alive at the step's highest point
     peak_module: str = ""  # the module running at that point
     peak_phase: str = ""  # forward or backward
@@ -119,14 +123,20 @@ class MemoryTracker(TorchDispatchMode):
             self.result.weights += self._count(p)
         weights = set(self._sizes)
         seen: set[int] = set()
+        copied: set[int] = set()
         for t in _tensors(list(inputs)):
             self.result.inputs += self._count(t)  # bytes per storage: views of one buffer share it
             got = self._key(t)
             # tensors per object: a graph copies each input tensor it is given, views of one buffer each on its own;
-            # one object passed twice, or a weight passed as an input, is not copied again
-            if got is not None and got[0] not in weights and id(t) not in seen and t.numel() > 0:
-                seen.add(id(t))
-                self.result.input_tensors += 1
+            # one object passed twice, a weight passed as an input, or a tensor marked static is not copied
+            if (got is None or got[0] in weights or id(t) in seen or t.numel() == 0
+                    or getattr(t, "_dynamo_static_input_type", None) is not None):
+                continue
+            seen.add(id(t))
+            self.result.input_tensors += 1
+            if got[0] not in copied:
+                copied.add(got[0])
+                self.result.copied_inputs += self._sizes.get(got[0], 0)
         self._base = self.live
         self._mark()
 

@@ -11,27 +11,39 @@ import torch
 from npuport.cost.inventory import GraphInputs, step_time
 from npuport.cost.roofline import get_chip
 from npuport.cost.timing import timing_for
-from npuport.trace.memory import MemoryTracker
+from npuport.trace.memory import MemoryTrace, MemoryTracker
 from npuport.trace.modules import ModuleStack
 
 
-def _seeded(inputs: list) -> tuple[int, int]:
+def _seeded(inputs: list) -> MemoryTrace:
+    """The inputs made before the tracker runs, as an audit makes them (a view made under it is an op of the step)."""
     model = torch.nn.Linear(4, 4)
     with MemoryTracker(ModuleStack(model)) as mem:
         mem.seed(model, inputs)
-    return mem.result.inputs, mem.result.input_tensors
+    return mem.result
 
 
 def test_each_input_tensor_is_one_copy_however_its_storage_is_shared():
     buf = torch.zeros(2, 4, 8)  # k and v as views of one buffer: two graph inputs, one storage
     ids = torch.zeros(1, 3, dtype=torch.long)
-    nbytes, tensors = _seeded([ids, [(buf[0], buf[1])]])
-    assert (nbytes, tensors) == (ids.nbytes + buf.nbytes, 3)
+    got = _seeded([ids, [(buf[0], buf[1])]])
+    assert (got.inputs, got.input_tensors, got.copied_inputs) == (ids.nbytes + buf.nbytes, 3, ids.nbytes + buf.nbytes)
     # one object passed twice (labels = input_ids) is one graph input; a weight passed in is not copied
     model = torch.nn.Linear(4, 4)
     with MemoryTracker(ModuleStack(model)) as mem:
         mem.seed(model, [ids, ids, model.weight])
     assert (mem.result.inputs, mem.result.input_tensors) == (ids.nbytes, 1)
+
+
+def test_an_input_marked_static_is_not_copied():
+    """torch._dynamo.mark_static_address (transformers' StaticCache marks its cache so): the graph reads the tensor in
+    place, so the replay neither copies it nor holds it twice; it is still an input in memory."""
+    ids, cache = torch.zeros(1, 3, dtype=torch.long), torch.zeros(2, 4, 8)
+    torch._dynamo.mark_static_address(cache)
+    other = torch.zeros(2, 4, 8)
+    got = _seeded([ids, [cache, other]])
+    assert got.inputs == ids.nbytes + cache.nbytes + other.nbytes
+    assert (got.input_tensors, got.copied_inputs) == (2, ids.nbytes + other.nbytes)
 
 
 def test_the_copies_cost_the_host_per_tensor_scaled_with_the_probe_and_nothing_when_unknown():
