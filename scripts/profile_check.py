@@ -19,6 +19,9 @@ meet the 15% / 0.05 goals: on a shared host an eager step's host side moves betw
 --host-ratio prints, per model and scenario, each run's median host probe and its steps' host issue time per
 probe (ms per µs): a probe that measured the host's speed fully would keep that ratio the same in every run.
 
+--kernels prints, for the graph, compile and reduce-overhead steps, the kernels per step and kernel class
+(mappings/kernel_classes.yaml), estimated and measured: their kernels carry no aten op to compare per op.
+
 --fit-graph-input MODEL prints the host cost per input tensor that a torch.compile(mode="reduce-overhead") replay
 copies into its graph, fit to MODEL's reduce-overhead decode (timing.yaml graph_input_s).
 
@@ -203,26 +206,31 @@ def fit_graph_input(folder: Path, model: str, chip: str) -> float:
 
 
 def kernel_counts(folder: Path, chip: str) -> None:
-    """Compiled steps: the kernels the estimate launches per step (generated / extern) against the profile's (Triton
-    kernels / aten ops with device time), per profiled step."""
-    print("| model | scenario | estimated kernels (generated + extern) | measured (Triton + extern) |")
-    print("|---|---|---|---|")
+    """Graph, compiled and reduce-overhead steps, whose kernels carry no aten op to compare per op: per step, the
+    kernels the estimate launches per kernel class against the profile's kernels classed by name
+    (mappings/kernel_classes.yaml; artifacts written before kernel classes: the Triton / extern counts only)."""
+    print("| model | scenario | class | estimated kernels | measured kernels | estimated | measured | ratio | costliest measured |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---|")
     for model_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
-        arts = {k: v for k, v in _artifacts(model_dir).items() if v["scenario"].get("mode") == "compile"}
+        arts = {k: v for k, v in _artifacts(model_dir).items() if (v["scenario"].get("mode") or "eager") != "eager"}
         if not arts:
             continue
-        report, _ = _audit(model_dir.name, arts, chip)
-        inv = report.inventory
-        tm = timing_for(inv.chip)
+        report, data = _audit(model_dir.name, arts, chip)
         for name, art in arts.items():
-            zero = replace(tm, host=replace(tm.host, compile_graph_s=0.0, compile_kernel_s=1.0, compile_extern_s=0.0,
-                                            class_extra=()))
-            st = step_time(inv.calls[name], inv.chip, "compile", model=zero)  # host: 1 s per generated kernel
-            gen = round(st.host_s)
-            steps = art["recorded"]["steps"]
-            tri = sum(o["calls"] for o in art["ops"] if o["op"].startswith("triton")) // steps
-            ext = sum(o["calls"] for o in art["ops"] if o["op"].startswith("aten::") and o["device_s"] > 0) // steps
-            print(f"| {model_dir.name} | {art['scenario']['spec']} | {gen} + {st.kernels - gen} | {tri} + {ext} |")
+            j = join(data, art, name)
+            spec = art["scenario"]["spec"]
+            if not j["kernel_classes"]:  # an older artifact: the kernels the profile ties to Triton or an aten op
+                steps = art["recorded"]["steps"]
+                tri = sum(o["calls"] for o in art["ops"] if o["op"].startswith("triton")) // steps
+                ext = sum(o["calls"] for o in art["ops"] if o["op"].startswith("aten::") and o["device_s"] > 0) // steps
+                print(f"| {model_dir.name} | {spec} | (no kernel classes in the artifact) | "
+                      f"{j['step']['estimated'].get('kernels', '-')} | Triton {tri}, extern {ext} | | | | |")
+                continue
+            for k in j["kernel_classes"]:
+                top = k["top"][0].replace("(anonymous namespace)::", "").split("(")[0].split("<")[0] if k["top"] else "-"
+                ratio = f"{k['ratio']:.2f}x" if k["ratio"] is not None else "-"
+                print(f"| {model_dir.name} | {spec} | {k['class']} | {k['estimated_kernels']} | {k['measured_kernels']} | "
+                      f"{k['estimated_s'] * 1e6:.0f} µs | {k['measured_s'] * 1e6:.0f} µs | {ratio} | `{top.removeprefix('void ')[:50]}` |")
 
 
 def host_ratio(folders: list[Path]) -> None:
@@ -256,7 +264,8 @@ def main() -> None:
     ap.add_argument("--calibration", type=Path, help="scripts/calibrate_compile_host.py output, for --fit-compile")
     ap.add_argument("--fit-graph-input", metavar="MODEL",
                     help="reduce-overhead's host cost per copied input tensor from MODEL's reduce-overhead decode")
-    ap.add_argument("--kernels", action="store_true", help="compiled steps: kernels per step, estimated and measured")
+    ap.add_argument("--kernels", action="store_true",
+                    help="graph / compiled / reduce-overhead steps: kernels per step and class, estimated and measured")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--host-ratio", action="store_true", help="each run's host probe against its steps' host time")
     args = ap.parse_args()

@@ -104,6 +104,8 @@ CASES = [
      "replacements.npu_rms_norm.constraints", "head_dim_maxx", "unknown field"),
     ("kernel_expectations.yaml", _drop("expectations.0.paths.0.verdict"), "cuda-attention-fused", "paths[0].verdict",
      "missing required field"),
+    ("kernel_classes.yaml", _set("classes.0.devices", ["gpu"]), "classes[0].devices", "[0]", "expected one of"),
+    ("kernel_classes.yaml", _drop("classes.1.source"), "classes[1]", "source", "missing required field"),
     ("op_classes.yaml", _set("classes.hot_cumulative_share", "0.7"), "classes", "hot_cumulative_share", "expected number"),
     ("op_classes.yaml", _set("predicate_ops.allocators.opz", []), "predicate_ops.allocators", "opz", "unknown field"),
     ("routes.yaml", _drop("routes.eager.why"), "routes.eager", "why", "missing required field"),

@@ -294,10 +294,12 @@ def compiled_issue(plan: CompiledPlan, calls: Sequence[Call], own: Sequence[Issu
             extras = attention_inputs(calls[item], classes[item], device_s.attention_inputs, not (plan.training and masked))
             masked = masked or bool(extras)
             for extra in extras:
-                issued.append(Issued(device_s(extra), False, o.backward, False, 0.0, launch="generated"))
+                issued.append(Issued(device_s(extra), False, o.backward, False, 0.0, launch="generated", cls="generated"))
             dev = 2 * o.device_s if unskipped and classes[item].startswith("attention") else o.device_s
-            issued.append(Issued(dev, False, o.backward, o.sync, device_s.extern_extra(host_class(item)), launch="extern"))
+            issued.append(Issued(dev, False, o.backward, o.sync, device_s.extern_extra(host_class(item)), launch="extern",
+                                 cls=o.cls or classes[item]))
         else:  # its traffic split over its kernels, each with its launch and fixed cost
             each = device_s(item) / item.kernels + device_s.rates.fixed_s * (1 - 1 / item.kernels)
-            issued.extend(Issued(each, False, item.backward, False, 0.0, launch="generated") for _ in range(item.kernels))
+            issued.extend(Issued(each, False, item.backward, False, 0.0, launch="generated", cls="generated")
+                          for _ in range(item.kernels))
     return issued

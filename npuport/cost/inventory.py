@@ -10,7 +10,7 @@ import functools
 import math
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from npuport.cost.fused import CompiledPlan, DeviceTime, FusedRun, compiled_issue, plan
@@ -28,6 +28,7 @@ from npuport.cost.timing import (
     is_compiled,
     is_implicit_broadcast,
     is_strided,
+    kernel_classes,
     op_class,
     op_variant,
     simulate,
@@ -280,8 +281,10 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
         item = made.get(key)
         if item is None:
             dev = c.time_s if own and chip.name == c.costed_on else _device_s(c, model, chip)
-            extra = model.host.extra_s(timing_class(c, model)) if c.kind != "view" else 0.0
-            item = made[key] = Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing, extra)
+            cls = timing_class(c, model) if c.kind != "view" else "view"
+            extra = model.host.extra_s(cls) if c.kind != "view" else 0.0
+            item = made[key] = Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing, extra,
+                                      cls=cls)
         issued.append(item)
     if is_compiled(mode):  # the same calls as Inductor would launch them: fused runs and extern kernels
         issued = compiled_issue(compiled or compiled_plan(calls), calls, issued,
@@ -290,8 +293,10 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
     if mode == "reduce-overhead" and graph_inputs.bytes > 0:  # each tensor read and written once, at copy's rates
         n = max(1, graph_inputs.tensors)
         copy = call_device_s(model, chip, "copy", 0.0, 2.0 * graph_inputs.bytes / n, "bfloat16", False)
-        issued = [*[Issued(copy, False, False, False, model.host.graph_input_s or 0.0, "input")] * n, *issued]
-    return simulate(model, issued, mode)
+        issued = [*[Issued(copy, False, False, False, model.host.graph_input_s or 0.0, "input", "copy")] * n, *issued]
+    step = simulate(model, issued, mode)
+    # the kernels per class, for a step whose kernels a profile cannot tie to aten ops (a compiled step, a replay)
+    return replace(step, classes=kernel_classes(issued)) if mode != "eager" else step
 
 
 def shape_signature(call: ReportedCall) -> str:

@@ -117,6 +117,9 @@ class StepTime:
     syncs: int
     kernels: int = 0  # compile mode: the kernels the compiled step launches (fused runs and extern calls)
     graph_calls: int = 0  # compile mode: calls of compiled graphs per step (forward, backward, one more per sync)
+    # graph and compile modes: (timing class or "generated", kernels, device seconds) of the step's kernels, what a
+    # measured profile's kernel classes are held against (npuport.profile.kernel_classes)
+    classes: tuple[tuple[str, int, float], ...] = ()
 
     @property
     def idle_s(self) -> float:
@@ -127,10 +130,12 @@ class StepTime:
         return "host" if self.host_s > self.device_s else "device"
 
     def to_json(self) -> dict[str, Any]:
-        out = {"mode": self.mode, "step_s": self.step_s, "host_s": self.host_s, "device_s": self.device_s,
+        out: dict[str, Any] = {"mode": self.mode, "step_s": self.step_s, "host_s": self.host_s, "device_s": self.device_s,
                "idle_s": self.idle_s, "bound": self.bound, "syncs": self.syncs}
         if is_compiled(self.mode):
             out |= {"kernels": self.kernels, "graph_calls": self.graph_calls}
+        if self.classes:
+            out["kernel_classes"] = {c: {"kernels": n, "device_s": t} for c, n, t in self.classes}
         return out
 
 
@@ -317,6 +322,7 @@ class Issued:
     # compile mode: "generated" (a fused kernel) or "extern" (a library kernel); reduce-overhead: "input" (an input's
     # copy into its graph, host_extra_s its host cost); eager: ""
     launch: str = ""
+    cls: str = ""  # the kernel's timing class ("generated" for an Inductor kernel): StepTime.classes
 
 
 def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") -> StepTime:
@@ -341,6 +347,17 @@ def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") 
             host_t = max(host_t, dev_t)
             syncs += 1
     return StepTime(mode, host_busy, dev_busy, max(host_t, dev_t), syncs)
+
+
+def kernel_classes(calls: Iterable[Issued]) -> tuple[tuple[str, int, float], ...]:
+    """The issued kernels (device time above 0) per class, costliest class first."""
+    acc: dict[str, list[Any]] = {}
+    for c in calls:
+        if c.device_s > 0 and not c.view:
+            row = acc.setdefault(c.cls or "elementwise", [0, 0.0])
+            row[0] += 1
+            row[1] += c.device_s
+    return tuple(sorted(((k, n, t) for k, (n, t) in acc.items()), key=lambda x: (-x[2], x[0])))
 
 
 def has_compile_costs(model: TimingModel) -> bool:

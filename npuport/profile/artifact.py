@@ -4,11 +4,15 @@
      "device_time": "kernels" | "cpu self time",   # what device_s measures
      "steps": [{"name": "ProfilerStep#1", "wall_s", "kernel_s", "idle_s"}],
      "ops": [{"op": "aten::mm", "calls", "host_s", "device_s", "share", "parents": {"aten::matmul": s}}],
-     "totals": {"ops", "calls", "cpu_ops", "kernels", "host_s", "device_s", "wall_s", "kernel_s", "idle_s"}}
+     "totals": {"ops", "calls", "cpu_ops", "kernels", "host_s", "device_s", "wall_s", "kernel_s", "idle_s"},
+     "kernel_classes": {"matmul": {"kernels", "device_s", "top": {name: s}}, ...}}
 
 `host_s` is self CPU time, `device_s` the kernels attributed to the op (self CPU time on a CPU run), `share` its
 part of all device time, `parents` its device time split by the immediate parent op ("" at the top level), which
-lets the join roll ops the audit does not list into the ones it does. JSON only: nothing is pickled.
+lets the join roll ops the audit does not list into the ones it does. `kernel_classes` sums every kernel of the
+trace by the kind of work its name says it does (mappings/kernel_classes.yaml; its three costliest names kept): the
+only view of a replayed graph's or a compiled step's kernels, which carry no aten op (absent in artifacts written
+before 2026-12-05 and in CPU runs). JSON only: nothing is pickled.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from npuport.cost.inventory import module_pattern
 from npuport.errors import NpuportError
 from npuport.profile.ascend import is_ascend_output, read_ascend
+from npuport.profile.kernel_classes import summarize
 from npuport.profile.kineto import OpStats, Trace, read_trace
 from npuport.profile.nsys import is_nsys_sqlite, read_nsys
 
@@ -72,6 +77,8 @@ def to_artifact(trace: Trace) -> dict[str, Any]:
                    "kernels": trace.kernels, "host_s": sum(r["host_s"] for r in rows), "device_s": total_dev * _US,
                    "wall_s": sum(s["wall_s"] for s in steps), "kernel_s": sum(s["kernel_s"] for s in steps),
                    "idle_s": sum(s["idle_s"] for s in steps)},
+        **({"kernel_classes": summarize(((k, int(n), t * _US) for k, (n, t) in trace.by_kernel.items()), trace.device)}
+           if trace.by_kernel else {}),
     }
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from npuport.cost.timing import op_class as timing_class
 from npuport.errors import NpuportError
+from npuport.profile.kernel_classes import compare as compare_classes
+from npuport.profile.kernel_classes import estimate_class
 
 _DEPTH = 16
 
@@ -161,6 +163,28 @@ def _captured_kernels(profile: dict[str, Any], audit_sc: dict[str, Any]) -> dict
             "estimated_kernels": (audit_sc.get("step") or {}).get("kernels")}
 
 
+def _estimated_classes(audit_json: dict[str, Any], audit_sc: dict[str, Any], scenario: str) -> dict[str, dict[str, float]]:
+    """The audit's kernels of the step per kernel class: a graph or compiled step's as simulated (`step.kernel_classes`,
+    by timing class), an eager step's one kernel per compute call of each op."""
+    acc: dict[str, dict[str, float]] = defaultdict(lambda: {"kernels": 0, "device_s": 0.0})
+    by_timing = (audit_sc.get("step") or {}).get("kernel_classes")
+    if by_timing:
+        for cls, v in by_timing.items():
+            row = acc[estimate_class(cls)]
+            row["kernels"] += v["kernels"]
+            row["device_s"] += v["device_s"]
+        return dict(acc)
+    for op in audit_json.get("ops", []):
+        sc = (op.get("scenarios") or {}).get(scenario)
+        kind = op.get("kind", "compute")
+        if sc is None or kind == "view" or not sc.get("estimated_time_s"):
+            continue
+        row = acc[estimate_class(op_class(op["op"], kind))]
+        row["kernels"] += int(sc.get("calls") or 0)
+        row["device_s"] += float(sc["estimated_time_s"])
+    return dict(acc)
+
+
 def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> dict[str, Any]:
     names = [s["name"] for s in audit_json.get("scenarios", [])]
     if scenario not in names:
@@ -248,5 +272,9 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
         "only_in_profile": only_rows,
         "only_in_audit": [r["op"] for r in rows if r["measured_s"] == 0.0 and r["measured_calls"] == 0 and r["estimated_s"] > 0],
         "classes": class_rows,
+        # every kernel by the kind of work its name says it does, against the audit's kernels of the step ([] for an
+        # artifact written before kernel classes)
+        "kernel_classes": compare_classes(_estimated_classes(audit_json, audit_sc, scenario),
+                                          profile.get("kernel_classes"), steps_in(profile)),
         "steps": profile.get("steps", []),
     }

@@ -66,6 +66,22 @@ class Trace:
     # annotations, or "nn.Module: X_n" events); empty when it does not
     by_module: dict[tuple[str, str], OpStats] = field(default_factory=dict)
     format: str = "kineto"  # what was read: kineto | ascend | nsys
+    # device kernel name -> [launches, device_us], every kernel of the trace (npuport.profile.kernel_classes sums
+    # them per class: a replayed graph's or a compiled step's kernels carry no aten op)
+    by_kernel: dict[str, list[float]] = field(default_factory=dict)
+
+
+def kernel_counts(kernels: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
+    """(name, duration) per launched kernel -> name: [launches, summed duration] (Trace.by_kernel)."""
+    out: dict[str, list[float]] = {}
+    for name, dur in kernels:
+        row = out.get(name)
+        if row is None:
+            out[name] = [1, dur]
+        else:
+            row[0] += 1
+            row[1] += dur
+    return out
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -327,7 +343,8 @@ def read_trace(path: str | Path) -> Trace:
                           "host_us": host})
     return Trace(source=str(path), device="cpu" if on_cpu else "cuda", ops=dict(ops), steps=step_rows,
                  kernels=len(kernels), cpu_ops=len(f_name),
-                 by_module=dict(by_module) if any(modules) else {})
+                 by_module=dict(by_module) if any(modules) else {},
+                 by_kernel=kernel_counts((k[4], k[1]) for k in kernels))
 
 
 class _Ops:

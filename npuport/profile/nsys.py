@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from npuport.errors import NpuportError
-from npuport.profile.kineto import UNATTRIBUTED, OpStats, Trace, union_length
+from npuport.profile.kineto import UNATTRIBUTED, OpStats, Trace, kernel_counts, union_length
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -354,7 +354,7 @@ def _aggregate(source: str, work: list[_Work], launches: dict[tuple[int | None, 
     if -1 in by_op:
         _add(ops[UNATTRIBUTED], "", by_op[-1], 0.0, calls=0)  # as kineto.py: device time, no calls
     return Trace(format="nsys", source=source, device="cuda", ops=dict(ops), steps=_step_rows(steps, work, n.top_level),
-                 kernels=len(work), cpu_ops=len(n.names))
+                 kernels=len(work), cpu_ops=len(n.names), by_kernel=kernel_counts((w.name, w.end - w.start) for w in work))
 
 
 def _kernels_as_ops(source: str, work: list[_Work], steps: list[tuple[str, float, float]]) -> Trace:
@@ -363,4 +363,4 @@ def _kernels_as_ops(source: str, work: list[_Work], steps: list[tuple[str, float
     for w in work:
         _add(ops[KERNEL_OP_PREFIX + w.short], "", {w.name: w.end - w.start}, 0.0)
     return Trace(format="nsys", source=source, device="cuda", ops=dict(ops), steps=_step_rows(steps, work, []),
-                 kernels=len(work), cpu_ops=0)
+                 kernels=len(work), cpu_ops=0, by_kernel=kernel_counts((w.name, w.end - w.start) for w in work))

@@ -659,6 +659,12 @@ def _ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
+def _kernel_name(name: str, width: int = 60) -> str:
+    """A kernel's name without its C++ signature (a CUDA kernel's template arguments and parameters), cut to width."""
+    short = name.replace("(anonymous namespace)::", "").split("(")[0].split("<")[0].removeprefix("void ").strip() or name
+    return short if len(short) <= width else short[: width - 1] + "…"
+
+
 def profile_section(data: dict[str, Any]) -> Section | None:
     """Measured against estimated: one table per joined scenario (npuport.profile.join)."""
     joins = data.get("profile") or []
@@ -691,14 +697,16 @@ def profile_section(data: dict[str, Any]) -> Section | None:
             est_k = cap.get("estimated_kernels")
             sec.lines.append(f"{sc}: replayed graph, per step: {cap['kernels']} kernels ({fmt_time(cap['kernels_s'])}) "
                              "measured" + (f" against {est_k} kernels estimated" if est_k else "")
-                             + "; a replay's kernels carry no aten op, so no per-op comparison")
+                             + "; a replay's kernels carry no aten op, so no per-op comparison"
+                             + (": by kernel class below" if j.get("kernel_classes") else ""))
         elif comp:  # fused across ops: its kernels, not op by op
             est_k = comp.get("estimated_kernels")
             sec.lines.append(f"{sc}: compiled step, per step: {comp['generated']} generated kernels "
                              f"({fmt_time(comp['generated_s'])}) and {comp['library']} library kernels "
                              f"({fmt_time(comp['library_s'])}) measured"
                              + (f" against {est_k} kernels estimated" if est_k else "")
-                             + "; its pointwise ops ran fused across op boundaries, so no per-op comparison")
+                             + "; its pointwise ops ran fused across op boundaries, so no per-op comparison"
+                             + (": by kernel class below" if j.get("kernel_classes") else ""))
         else:
             sec.lines.append(f"{sc}: ops measured {fmt_time(j['measured_s'])} per step on {j['device']} ({j['device_time']}, "
                              f"{j['source']}) against {fmt_time(j['estimated_s'])} estimated on {data['chip']} "
@@ -706,6 +714,14 @@ def profile_section(data: dict[str, Any]) -> Section | None:
         for st in j.get("steps", [])[:5]:
             sec.lines.append(f"{st['name']}: wall {fmt_time(st['wall_s'])}, busy {fmt_time(st['kernel_s'])}, "
                              f"idle {fmt_time(st['idle_s'])}" + (f", host {fmt_time(st['host_s'])}" if st.get("host_s") else ""))
+        if j.get("kernel_classes"):  # the kernels by what their names say they do: what a replay can be compared by
+            sec.tables.append(Table(f"profile_kernels_{sc}", f"Kernels per class, per step ({sc})",
+                                    [Column("class"), Column("est kernels", "right"), Column("measured kernels", "right"),
+                                     Column("estimated", "right"), Column("measured", "right"), Column("ratio", "right"),
+                                     Column("costliest measured", kind="code", priority=2)],
+                                    [[k["class"], str(k["estimated_kernels"]), str(k["measured_kernels"]),
+                                      fmt_time(k["estimated_s"]), fmt_time(k["measured_s"]), _ratio(k["ratio"]),
+                                      _kernel_name(k["top"][0]) if k["top"] else "-"] for k in j["kernel_classes"]]))
         if comp or cap:
             continue
         rows = [[r["op"], fmt_time(r["estimated_s"]), fmt_time(r["measured_s"]), _ratio(r["ratio"]),

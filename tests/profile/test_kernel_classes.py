@@ -1,0 +1,164 @@
+"""Kernels by the kind of work their names say they do (mappings/kernel_classes.yaml, npuport.profile.kernel_classes):
+real kernel names from profiles recorded on lent GPUs and a real Ascend profiler export, the artifact's sums, the
+audit's estimated classes for graph / compiled / reduce-overhead steps and the join of the two."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from npuport.cli.main import cli
+from npuport.cost.roofline import get_chip
+from npuport.cost.timing import _data as timing_data
+from npuport.profile import kernel_classes as kc
+from npuport.profile.artifact import import_trace
+from npuport.profile.join import join
+from npuport.profile.kineto import read_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+H200_TRACE = ROOT / "tests" / "fixtures" / "profiles" / "gpt_train_h200.trace.json.gz"
+ASCEND = ROOT / "tests" / "fixtures" / "profiles" / "ascend" / "rank0_ascend_pt"
+GPT = ROOT / "examples" / "gpt" / "model.py"
+RO_H100 = ROOT / "docs" / "measured" / "profiles-reduce-overhead-h100"
+
+
+@pytest.mark.parametrize("name, cls", [
+    # names as lent H200 / H100 GPUs recorded them (docs/measured, torch 2.11)
+    ("nvjet_sm90_tst_128x8_64x12_4x1_v_bz_splitK_TNT", "matmul"),
+    ("void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>(...)", "matmul"),
+    ("void at::cuda::detail::prepare_grouped_gemm_data<...>", "matmul"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0", "attention"),
+    ("void cudnn::fusion::compute_dot_do_o_specialized<...>", "attention"),
+    # Inductor names a kernel after every op it fuses: attention in the name, still a generated kernel
+    ("triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy__unsafe_view_add_arange_cat_cos_expand_le_", "generated"),
+    ("triton_red_fused__to_copy__unsafe_view_add_mean_mul_pow_rsqrt_10", "generated"),
+    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy_vectorized<...>", "cat"),
+    ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)", "copy"),
+    ("Memcpy DtoD (Device -> Device)", "copy"),
+    ("Memset (Device)", "memset"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>", "reduction"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>", "elementwise"),
+    ("void at::native::sbtopk::gatherTopK<...>", "index"),
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "communication"),
+])
+def test_cuda_names(name: str, cls: str) -> None:
+    assert kc.classify(name, "cuda") == cls
+
+
+@pytest.mark.parametrize("name, cls", [
+    # the real Ascend profiler export's kernel_details.csv (tests/fixtures/profiles/ascend)
+    ("aclnnMm_MatMulCommon_MatMulV2", "matmul"),
+    ("aclnnMm_MatMulCommon_MemSet", "memset"),  # its own launch, named after its op
+    ("aclnnInplaceCopy_TensorMoveAiCore_TensorMove", "copy"),
+    ("trans_TransData_12", "copy"),
+    ("aclnnMuls_MulAiCore_Mul", "elementwise"),
+    ("ReduceSum7", "reduction"),
+    ("aclnnTopk_TopkV2_TopKV2", "index"),
+    ("hcom_allReduce_", "communication"),
+    ("aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore", "attention"),
+    ("SomethingNobodyListed", "other"),
+])
+def test_npu_names(name: str, cls: str) -> None:
+    assert kc.classify(name, "npu") == cls
+
+
+def test_every_timing_class_has_a_kernel_class() -> None:
+    """Each class and variant timing.yaml times a call with (on any chip) is counted under a listed kernel class."""
+    data = timing_data()
+    names = set(data["classes"]) | {"elementwise", "generated"}
+    for chip in data["chips"].values():
+        names |= set(chip.get("classes") or {})
+    for fam in (data.get("families") or {}).values():
+        names |= set(fam.get("classes") or {})
+    order = set(kc.kernel_classes().order)
+    for name in names:
+        assert kc.estimate_class(name) in order - {kc.OTHER}, name
+    assert kc.estimate_class("cast_widen") == "copy" and kc.estimate_class("attention_backward") == "attention"
+
+
+def test_artifact_sums_every_kernel_of_a_real_h200_trace() -> None:
+    trace = read_trace(H200_TRACE)
+    art = import_trace(H200_TRACE)
+    classes = art["kernel_classes"]
+    assert list(classes) == [c for c in kc.kernel_classes().order if c in classes]  # the file's order
+    assert sum(v["kernels"] for v in classes.values()) == art["totals"]["kernels"] == trace.kernels
+    assert sum(v["device_s"] for v in classes.values()) == pytest.approx(sum(t for _, t in trace.by_kernel.values()) * 1e-6)
+    assert "other" not in classes  # every kernel of this real trace is told by its name
+    assert classes["matmul"]["kernels"] > 100 and classes["attention"]["kernels"] == 24
+    assert len(classes["matmul"]["top"]) == 3 and all(t > 0 for t in classes["matmul"]["top"].values())
+
+
+def test_artifact_of_a_real_ascend_export() -> None:
+    art = import_trace(ASCEND)
+    classes = art["kernel_classes"]
+    assert sum(v["kernels"] for v in classes.values()) == art["totals"]["kernels"]
+    assert classes["communication"]["device_s"] > 0.1  # its 106 ms allreduce
+    assert classes["matmul"]["kernels"] > 0 and classes["copy"]["kernels"] > 0
+
+
+def _gpt_audit(tmp_path: Path, mode: str) -> dict:
+    out = tmp_path / f"gpt-{mode}.json"
+    res = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", f"train:batch=8,seq=128,mode={mode}", "--chip", "H200",
+                                   "--json-out", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    return json.loads(out.read_text())
+
+
+def test_estimated_classes_of_graph_and_compiled_steps(tmp_path: Path) -> None:
+    for mode in ("compile", "graph"):
+        step = _gpt_audit(tmp_path, mode)["scenarios"][0]["step"]
+        classes = step["kernel_classes"]
+        assert classes["matmul"]["kernels"] > 0 and classes["attention"]["kernels"] > 0
+        assert sum(v["device_s"] for v in classes.values()) == pytest.approx(step["device_s"])
+        if mode == "compile":
+            assert sum(v["kernels"] for v in classes.values()) == step["kernels"]
+            assert classes["generated"]["kernels"] > 0  # Inductor's fused kernels
+        else:
+            assert "generated" not in classes
+    eager = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", "prefill:batch=1,seq=64", "--format", "json", "--quiet"])
+    assert "kernel_classes" not in json.loads(eager.output)["scenarios"][0]["step"]  # eager: per op, as before
+
+
+def test_reduce_overhead_counts_each_copied_input(tmp_path: Path) -> None:
+    from npuport.api import audit_model
+    from npuport.cost.inventory import GraphInputs, step_time
+    report, _ = audit_model(hf_config=str(ROOT / "examples" / "configs" / "tinyllama-1.1b.json"),
+                            scenarios=["decode:batch=1,past=64,mode=reduce-overhead"], chip="H200")
+    inv = report.inventory
+    chip = get_chip("H200")
+    base = dict((c, n) for c, n, _ in step_time(inv.calls["decode"], chip, "reduce-overhead").classes)
+    more = dict((c, n) for c, n, _ in step_time(inv.calls["decode"], chip, "reduce-overhead",
+                                                graph_inputs=GraphInputs(1 << 20, 7)).classes)
+    assert more["copy"] == base.get("copy", 0) + 7  # one copy kernel per input tensor
+
+
+def test_join_sets_measured_classes_beside_the_estimate(tmp_path: Path) -> None:
+    data = _gpt_audit(tmp_path, "eager")
+    art = import_trace(H200_TRACE)
+    rows = {r["class"]: r for r in join(data, art, "train")["kernel_classes"]}
+    # eager: one estimated kernel per compute call, by its op's class
+    assert rows["matmul"]["estimated_kernels"] > 0 and rows["matmul"]["measured_kernels"] == 244
+    assert rows["memset"]["estimated_kernels"] == 0 and rows["memset"]["measured_kernels"] == 24 and rows["memset"]["ratio"] is None
+    assert rows["attention"]["ratio"] == pytest.approx(rows["attention"]["measured_s"] / rows["attention"]["estimated_s"])
+    # an artifact written before kernel classes: nothing to compare, no error
+    old = json.loads((RO_H100 / "reduce-overhead" / "tinyllama-1.1b" / "decode.profile.json").read_text())
+    assert "kernel_classes" not in old
+    assert kc.compare({"matmul": {"kernels": 3, "device_s": 1.0}}, old.get("kernel_classes"), 5) == []
+    # per step: a profile of 2 steps is halved
+    two = kc.compare({"matmul": {"kernels": 3, "device_s": 1.0}}, {"matmul": {"kernels": 8, "device_s": 4.0, "top": {}}}, 2)
+    assert two == [{"class": "matmul", "estimated_kernels": 3, "estimated_s": 1.0, "measured_kernels": 4,
+                    "measured_s": 2.0, "ratio": 2.0, "top": []}]
+
+
+def test_report_shows_the_class_table(tmp_path: Path) -> None:
+    art = tmp_path / "gpt.profile.json"
+    assert CliRunner().invoke(cli, ["profile", "import", str(H200_TRACE), "-o", str(art), "--quiet"]).exit_code == 0
+    res = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", "train:batch=8,seq=128", "--chip", "H200",
+                                   "--profile", str(art), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "Kernels per class, per step (train)" in res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("cat "))
+    assert "CatArrayBatchedCopy" in line  # the costliest kernel's name, without its signature
