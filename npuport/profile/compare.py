@@ -8,7 +8,8 @@ kernels), memory (copies and fills the runtime runs as memcpy / memset tasks) an
 the device is not busy). Work is matched by aten op and, where both profiles say which module ran it, by module path
 (kernel names differ between vendors, the aten op and the module do not); times are per step. The rows are ordered
 worst regression first; each names the kernels that ran on either side and, given the audit JSON, the fused
-replacement the audit expected for that module.
+replacement the audit expected for that module. Where both artifacts have them, their kernels are also set side by
+side per kernel class (npuport.profile.kernel_classes), the one view that needs no name in common.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from npuport.profile.join import base, steps_in
+from npuport.profile.kernel_classes import kernel_classes
 
 _COMM_KERNEL = re.compile(r"nccl|hccl|hcom_", re.IGNORECASE)
 _MEM_KERNEL = re.compile(r"^memcpy|^memset|MEMCPY|MEMSET", re.IGNORECASE)
@@ -95,6 +97,26 @@ def _expected(audit: dict[str, Any] | None) -> dict[str, str]:
     return out
 
 
+def _classes(base_art: dict[str, Any], new_art: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per kernel class (mappings/kernel_classes.yaml), the kernels and their time per step on each side: what a
+    CUDA run and an NPU run have in common when their kernel names have nothing ([] unless both artifacts have
+    kernel classes)."""
+    a, b = base_art.get("kernel_classes"), new_art.get("kernel_classes")
+    if not a or not b:
+        return []
+    pa, pb = _per_step(base_art), _per_step(new_art)
+    rows = []
+    for c in kernel_classes().order:
+        ra, rb = a.get(c) or {}, b.get(c) or {}
+        if not ra and not rb:
+            continue
+        ta, tb = float(ra.get("device_s", 0.0)) * pa, float(rb.get("device_s", 0.0)) * pb
+        rows.append({"class": c, "base_kernels": round(int(ra.get("kernels", 0)) * pa), "base_s": ta,
+                     "new_kernels": round(int(rb.get("kernels", 0)) * pb), "new_s": tb, "delta_s": tb - ta,
+                     "base_top": list(ra.get("top") or {})[:1], "new_top": list(rb.get("top") or {})[:1]})
+    return rows
+
+
 def compare(base_art: dict[str, Any], new_art: dict[str, Any], audit: dict[str, Any] | None = None) -> dict[str, Any]:
     by_module = bool(base_art.get("modules")) and bool(new_art.get("modules"))
     a, b = _rows(base_art, by_module), _rows(new_art, by_module)
@@ -127,6 +149,7 @@ def compare(base_art: dict[str, Any], new_art: dict[str, Any], audit: dict[str, 
         "breakdown": {"base": ba, "new": bb,
                       "delta": {k: bb[k] - ba[k] for k in ba if k.endswith("_s")}},
         "rows": rows,
+        "kernel_classes": _classes(base_art, new_art),
         "only_in_base": [r["op"] if not r["module"] else f"{r['module']}:{r['op']}" for r in rows if r["new_s"] == 0],
         "only_in_new": [r["op"] if not r["module"] else f"{r['module']}:{r['op']}" for r in rows if r["base_s"] == 0],
     }

@@ -63,11 +63,33 @@ def rows_table(data: dict[str, Any], top: int) -> Table:
                  limit=top or None, more="{n} more rows: --top 0 for all")
 
 
+def _kernel_name(name: str) -> str:
+    return name.replace("(anonymous namespace)::", "").split("(")[0].split("<")[0].removeprefix("void ").strip()[:48] or name
+
+
+def classes_table(data: dict[str, Any]) -> Table | None:
+    """Per kernel class, per step: None unless both sides' artifacts have kernel classes."""
+    rows = [[r["class"], str(r["base_kernels"]), fmt_time(r["base_s"]), str(r["new_kernels"]), fmt_time(r["new_s"]),
+             ("+" if r["delta_s"] >= 0 else "-") + fmt_time(abs(r["delta_s"])),
+             ", ".join(_kernel_name(k) for k in r["base_top"] + r["new_top"]) or "-"]
+            for r in data.get("kernel_classes") or []]
+    if not rows:
+        return None
+    return Table("kernel_classes", "Kernels per class, per step",
+                 [Column("class", essential=True), Column("base kernels", "right"), Column("base", "right"),
+                  Column("new kernels", "right"), Column("new", "right"), Column("change", "right"),
+                  Column("costliest (base, new)", kind="code", priority=2)], rows)
+
+
+def _tables(data: dict[str, Any], top: int) -> list[Table]:
+    return [t for t in (breakdown_table(data), classes_table(data), rows_table(data, top)) if t is not None]
+
+
 def render_text(data: dict[str, Any], console: Any, top: int, wide: bool = False) -> None:
     console.print("[bold]npuport profile compare[/bold]")
     for line in answer(data):
         console.print(escape(line))
-    for t in (breakdown_table(data), rows_table(data, top)):
+    for t in _tables(data, top):
         table, left = fit(t, console.width, wide)
         console.print(table)
         if left:
@@ -80,7 +102,7 @@ def _md_cell(s: str) -> str:
 
 def render_markdown(data: dict[str, Any]) -> str:
     out = ["# npuport profile compare", ""] + [f"- {_md_cell(x)}" for x in answer(data)] + [""]
-    for t in (breakdown_table(data), rows_table(data, 0)):
+    for t in _tables(data, 0):
         out += [f"## {t.title}", "", "| " + " | ".join(c.name for c in t.columns) + " |",
                 "|" + "|".join("---:" if c.align == "right" else "---" for c in t.columns) + "|"]
         out += ["| " + " | ".join(_md_cell(x) for x in row) + " |" for row in t.rows]
@@ -103,7 +125,7 @@ def render_csv(data: dict[str, Any]) -> str:
 def render_html(data: dict[str, Any]) -> str:
     """One offline page: the answer, the per-step split, every row (sortable and filterable by the inline script)."""
     lines = "".join(f"<p>{html_escape(x)}</p>" for x in answer(data))
-    tables = table_html(breakdown_table(data)) + table_html(rows_table(data, 0))
+    tables = "".join(table_html(t) for t in _tables(data, 0))
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>npuport profile compare</title><style>{CSS}</style></head>\n"

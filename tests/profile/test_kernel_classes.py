@@ -162,3 +162,19 @@ def test_report_shows_the_class_table(tmp_path: Path) -> None:
     assert "Kernels per class, per step (train)" in res.output
     line = next(x for x in res.output.splitlines() if x.startswith("cat "))
     assert "CatArrayBatchedCopy" in line  # the costliest kernel's name, without its signature
+
+
+def test_compare_a_cuda_run_with_an_npu_run_by_class() -> None:
+    """Kernel names have nothing in common between the vendors; their classes do."""
+    from npuport.profile.compare import compare
+    from npuport.render.profile_compare import render_html, render_markdown
+    cuda, npu = import_trace(H200_TRACE), import_trace(ASCEND)
+    data = compare(cuda, npu)
+    rows = {r["class"]: r for r in data["kernel_classes"]}
+    assert rows["matmul"]["base_kernels"] == 244 and rows["matmul"]["new_kernels"] > 0
+    assert rows["communication"]["base_s"] == 0 and rows["communication"]["new_s"] > 0.1
+    assert rows["attention"]["new_kernels"] == 0 and rows["attention"]["delta_s"] < 0
+    assert "## Kernels per class, per step" in render_markdown(data) and 'id="tbl-kernel_classes"' in render_html(data)
+    # an artifact without kernel classes (written before them) on either side: no class rows, the rest as before
+    old = json.loads((RO_H100 / "reduce-overhead" / "tinyllama-1.1b" / "decode.profile.json").read_text())
+    assert compare(old, npu)["kernel_classes"] == [] and "Kernels per class" not in render_markdown(compare(old, npu))
