@@ -22,6 +22,9 @@ probe (ms per µs): a probe that measured the host's speed fully would keep that
 --kernels prints, for the graph, compile and reduce-overhead steps, the kernels per step and kernel class
 (mappings/kernel_classes.yaml), estimated and measured: their kernels carry no aten op to compare per op.
 
+--masked-attention prints, for every compiled train / prefill step of the folders, the library attention kernels'
+time per step (forward, backward) against the causal estimate: timing.yaml compile_masked_attention is TinyLlama's.
+
 --fit-graph-input MODEL prints the host cost per input tensor that a torch.compile(mode="reduce-overhead") replay
 copies into its graph, fit to MODEL's reduce-overhead decode (timing.yaml graph_input_s).
 
@@ -205,6 +208,38 @@ def fit_graph_input(folder: Path, model: str, chip: str) -> float:
     return per_input
 
 
+def masked_attention(folders: list[Path], chip: str) -> None:
+    """A compiled causal attention runs cuDNN's masked kernel (its bias written out): per folder of compiled profiles
+    and model, the library attention kernels' time per step, forward and backward, against the attention calls'
+    causal estimate on `chip` (timing.yaml compile_masked_attention is the calibration model's ratio)."""
+    from npuport.cost.inventory import timing_class as tclass
+    from npuport.profile.join import op_class
+
+    print("| folder | model | scenario | forward: measured / causal estimate | ratio | backward: measured / causal estimate | ratio |")
+    print("|---|---|---|---|---:|---|---:|")
+    for folder in folders:
+        for model_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+            arts = {k: v for k, v in _artifacts(model_dir).items() if v["scenario"].get("mode") == "compile"
+                    and v["scenario"]["kind"] in ("train", "prefill")}
+            if not arts:
+                continue
+            report, _ = _audit(model_dir.name, arts, chip)
+            inv = report.inventory
+            tm = timing_for(inv.chip)
+            for name, art in arts.items():
+                steps = max(len(art["steps"]), 1)
+                cells = []
+                for backward in (False, True):
+                    # the library kernels' op (aten::_cudnn_attention_forward ...), not the SDPA call around it
+                    meas = sum(r["device_s"] for r in art["ops"] if r["device_s"] > 0 and op_class(r["op"]) == "attention"
+                               and ("backward" in r["op"]) == backward and not r["op"].startswith("triton")) / steps
+                    est = sum(c.time_s for c in inv.calls[name] if tclass(c, tm).startswith("attention")
+                              and (c.phase == "backward") == backward)
+                    cells.append(f"{meas * 1e3:.2f} / {est * 1e3:.2f} ms | {meas / est:.2f}x" if est and meas else "- | -")
+                where = folder.resolve().relative_to(ROOT) if folder.resolve().is_relative_to(ROOT) else folder
+                print(f"| {where} | {model_dir.name} | {art['scenario']['spec']} | {cells[0]} | {cells[1]} |")
+
+
 def kernel_counts(folder: Path, chip: str) -> None:
     """Graph, compiled and reduce-overhead steps, whose kernels carry no aten op to compare per op: per step, the
     kernels the estimate launches per kernel class against the profile's kernels classed by name
@@ -266,6 +301,8 @@ def main() -> None:
                     help="reduce-overhead's host cost per copied input tensor from MODEL's reduce-overhead decode")
     ap.add_argument("--kernels", action="store_true",
                     help="graph / compiled / reduce-overhead steps: kernels per step and class, estimated and measured")
+    ap.add_argument("--masked-attention", action="store_true",
+                    help="compiled steps: the masked attention kernels' time against the causal estimate (all folders)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--host-ratio", action="store_true", help="each run's host probe against its steps' host time")
     args = ap.parse_args()
@@ -274,6 +311,9 @@ def main() -> None:
         return
     if args.kernels:
         kernel_counts(args.profiles[0], args.chip)
+        return
+    if args.masked_attention:
+        masked_attention(args.profiles, args.chip)
         return
     if args.fit_compile:
         if args.calibration is None:

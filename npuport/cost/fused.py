@@ -218,6 +218,7 @@ class DeviceTime:
         r = model.rates("elementwise")
         self.rates = r
         self.attention_inputs = model.compile_attention
+        self.masked_attention = model.compile_masked_attention
         self._host = model.host
         self.bandwidth = bandwidth
         self.peak = peak_flops
@@ -283,8 +284,9 @@ def compiled_issue(plan: CompiledPlan, calls: Sequence[Call], own: Sequence[Issu
     classes = plan.classes
     # an inference graph writes the bias out for every attention; a training graph once, kept for the backward
     masked = False
-    # with its bias written out, a causal attention is a masked one: the kernel no longer skips the masked half
-    # (Llama-2-7B's compiled prefill: cuDNN attention 7.8 ms a step against 2.65 ms estimated causal)
+    # with its bias written out, a causal attention is a masked one: the kernel no longer skips the masked half, and
+    # the masked kernel is slower besides (timing.yaml compile_masked_attention: Llama-2-7B's compiled prefill on the
+    # H200, cuDNN attention 7.8 ms a step against 2.65 ms estimated causal)
     unskipped = plan.causal and "mask" in device_s.attention_inputs
     for item in plan.items:
         if isinstance(item, int):
@@ -295,7 +297,8 @@ def compiled_issue(plan: CompiledPlan, calls: Sequence[Call], own: Sequence[Issu
             masked = masked or bool(extras)
             for extra in extras:
                 issued.append(Issued(device_s(extra), False, o.backward, False, 0.0, launch="generated", cls="generated"))
-            dev = 2 * o.device_s if unskipped and classes[item].startswith("attention") else o.device_s
+            dev = (device_s.masked_attention[o.backward] * o.device_s if unskipped and classes[item].startswith("attention")
+                   else o.device_s)
             issued.append(Issued(dev, False, o.backward, o.sync, device_s.extern_extra(host_class(item)), launch="extern",
                                  cls=o.cls or classes[item]))
         else:  # its traffic split over its kernels, each with its launch and fixed cost

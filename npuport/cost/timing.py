@@ -101,6 +101,9 @@ class TimingModel:
     kernel_gap_s: float = 0.0  # between back-to-back kernels on the device (not in a profile's per-op kernel time)
     # compile mode: what a compiled attention forward writes out for its library kernel (npuport.cost.fused)
     compile_attention: frozenset[str] = frozenset()
+    # compile mode: a causal attention given its bias written out runs the masked kernel, this many times the causal
+    # one's time (it no longer skips the masked half, and the masked path is slower besides)
+    compile_masked_attention: tuple[float, float] = (2.0, 2.0)  # (forward, backward)
 
     def rates(self, cls: str) -> ClassRates:
         return self.classes.get(cls) or self.classes["elementwise"]
@@ -228,7 +231,14 @@ def _model(name: str, raw: dict[str, Any], status: str, source: str) -> TimingMo
                                  opt("compile_graph_s"), opt("compile_kernel_s"), opt("compile_extern_s"),
                                  str(h.get("compile_source") or ""), opt("graph_input_s"),
                                  str(h.get("graph_input_source") or "")),
-                       float(raw.get("kernel_gap_s", 0.0)), frozenset(raw.get("compile_attention") or ()))
+                       float(raw.get("kernel_gap_s", 0.0)), frozenset(raw.get("compile_attention") or ()),
+                       _masked(raw.get("compile_masked_attention")))
+
+
+def _masked(raw: dict[str, Any] | None) -> tuple[float, float]:
+    """(forward, backward) factors of a masked attention over its causal time; 2 (the masked half no longer
+    skipped) where timing.yaml measured none."""
+    return (float(raw["forward"]), float(raw["backward"])) if raw else (2.0, 2.0)
 
 
 def timing_for(chip: ChipProfile) -> TimingModel:
@@ -251,7 +261,9 @@ def _timing(name: str, family: str) -> TimingModel:
         base = data["chips"][fam["like"]]
         return _model(name, {"classes": base["classes"], "host": fam.get("host", base["host"]),
                              "kernel_gap_s": base.get("kernel_gap_s", 0.0),
-                             "compile_attention": base.get("compile_attention")}, fam["status"], fam["source"])
+                             "compile_attention": base.get("compile_attention"),
+                             "compile_masked_attention": base.get("compile_masked_attention")},
+                      fam["status"], fam["source"])
     return _model(name, fam, fam["status"], fam["source"])
 
 

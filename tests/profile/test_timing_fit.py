@@ -1,5 +1,6 @@
-"""The H200 numbers of mappings/timing.yaml are what scripts/fit_timing.py gets from the committed calibration
-(docs/measured/h200-calibration.json), not hand-tuned: refitting gives them back to their printed precision."""
+"""The measured chips' numbers in mappings/timing.yaml are what scripts/fit_timing.py gets from the committed
+calibrations (docs/measured/h200-calibration.json, h100-calibration.json), not hand-tuned: refitting gives them back
+to their printed precision."""
 
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_h200_classes_are_the_fit_of_the_committed_calibration() -> None:
+@pytest.mark.parametrize("chip, calibration", [("H200", "h200-calibration.json"), ("H100-SXM", "h100-calibration.json")])
+def test_classes_are_the_fit_of_the_committed_calibration(chip: str, calibration: str) -> None:
     spec = importlib.util.spec_from_file_location("fit_timing", ROOT / "scripts" / "fit_timing.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    fitted = mod.fit(json.loads((ROOT / "docs" / "measured" / "h200-calibration.json").read_text()))
-    h200 = load_checked("timing.yaml")["chips"]["H200"]
+    data = json.loads((ROOT / "docs" / "measured" / calibration).read_text())
+    assert data["chip"] == chip
+    fitted = mod.fit(data)
+    h200 = load_checked("timing.yaml")["chips"][chip]
     assert set(h200["classes"]) == set(fitted) - {"_gap", "_host"}
     for cls, rates in h200["classes"].items():
         for key in ("compute", "memory", "fixed_s"):
