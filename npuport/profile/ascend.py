@@ -68,7 +68,7 @@ from npuport.profile.ascend_model import (
     innermost,
     step_rows,
 )
-from npuport.profile.kineto import MODULE_MARK, SKIP_MARK, OpStats, Trace, array_items, iter_events, kernel_counts
+from npuport.profile.kineto import MODULE_MARK, SKIP_MARK, OpStats, Trace, array_items, count_kernel, iter_events
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 RANK_SUFFIX = "_ascend_pt"
@@ -316,7 +316,7 @@ def _from_csv(kernels_csv: Path, operators_csv: Path | None, source: str) -> Tra
     ops: dict[str, OpStats] = defaultdict(OpStats)
     by_step: dict[str, list[tuple[int, int]]] = defaultdict(list)
     n_kernels = 0
-    launched: list[tuple[str, float]] = []
+    by_kernel: dict[str, list[float]] = {}
     for line, r in _csv_rows(kernels_csv, ("Name", "Duration(us)")):
         dur = max(_number(kernels_csv, line, "Duration(us)", r["Duration(us)"]), 0.0)
         kname = r["Name"]
@@ -324,7 +324,7 @@ def _from_csv(kernels_csv: Path, operators_csv: Path | None, source: str) -> Tra
         if r.get("Accelerator Core") == "HCCL":
             kname = CALL_SUFFIX.sub("", kname) or kname
         add_stats(ops["kernel:" + (r.get("Type") or r["Name"])], 1, 0.0, dur, "", {kname: dur})
-        launched.append((kname, dur))
+        count_kernel(by_kernel, kname, dur)
         n_kernels += 1
         start = _ns(r.get("Start Time(us)", ""))
         if r.get("Step Id") and start is not None:
@@ -346,7 +346,7 @@ def _from_csv(kernels_csv: Path, operators_csv: Path | None, source: str) -> Tra
         steps.append((STEP_PREFIX + sid, a, b, (b - a) / 1000))
     return Trace(format="ascend", source=source, device="npu" if n_kernels else "cpu", ops=dict(ops),
                  steps=step_rows(steps, [s for v in by_step.values() for s in v]), kernels=n_kernels, cpu_ops=n_ops,
-                 by_kernel=kernel_counts(launched))
+                 by_kernel=by_kernel)
 
 
 def read_ascend(path: str | Path) -> Trace:

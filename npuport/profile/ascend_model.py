@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from npuport.profile.kineto import UNATTRIBUTED, OpStats, Trace, kernel_counts, module_paths
+from npuport.profile.kineto import UNATTRIBUTED, OpStats, Trace, count_kernel, module_paths
 
 MODULE_PREFIX = "nn.Module: "
 STEP_PREFIX = "ProfilerStep#"
@@ -182,11 +182,11 @@ def attributed(ev: Events, tasks: Tasks, launches: Iterable[Launch], source: str
 
     unattributed = OpStats()
     n_tasks = 0
-    launched: list[tuple[str, float]] = []
+    by_kernel: dict[str, list[float]] = {}
     for place, k in tasks.all():
         n_tasks += 1
         _, _, dur, kname = tasks.by_place[place][k]
-        launched.append((kname, dur))
+        count_kernel(by_kernel, kname, dur)
         who = owner.get((place, k))
         if who is None:
             add_stats(unattributed, 0, 0.0, dur, "", {kname: dur})
@@ -211,4 +211,4 @@ def attributed(ev: Events, tasks: Tasks, launches: Iterable[Launch], source: str
     host_spans = [(a, b) for spans in ev.ops.values() for a, b, *_ in spans]
     steps = step_rows([(name, a, b, dur) for a, b, dur, name in ev.steps], busy, host_spans)
     return Trace(format="ascend", source=source, device="cpu" if on_cpu else "npu", ops=dict(ops), steps=steps, kernels=n_tasks,
-                 cpu_ops=len(calls), by_module=dict(by_module), by_kernel=kernel_counts(launched))
+                 cpu_ops=len(calls), by_module=dict(by_module), by_kernel=by_kernel)

@@ -71,16 +71,22 @@ class Trace:
     by_kernel: dict[str, list[float]] = field(default_factory=dict)
 
 
+def count_kernel(by_kernel: dict[str, list[float]], name: str, dur: float) -> None:
+    """One launched kernel into Trace.by_kernel (name: [launches, summed duration]): a reader that streams its
+    kernels counts them as they come, holding one row per distinct name."""
+    row = by_kernel.get(name)
+    if row is None:
+        by_kernel[name] = [1, dur]
+    else:
+        row[0] += 1
+        row[1] += dur
+
+
 def kernel_counts(kernels: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
-    """(name, duration) per launched kernel -> name: [launches, summed duration] (Trace.by_kernel)."""
+    """(name, duration) per launched kernel -> Trace.by_kernel."""
     out: dict[str, list[float]] = {}
     for name, dur in kernels:
-        row = out.get(name)
-        if row is None:
-            out[name] = [1, dur]
-        else:
-            row[0] += 1
-            row[1] += dur
+        count_kernel(out, name, dur)
     return out
 
 
