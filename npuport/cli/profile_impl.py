@@ -32,8 +32,14 @@ def import_trace(trace: str, output: str, force: bool, quiet: bool, debug: bool)
     art = api.profile_import(trace)
     write_output(output, json.dumps(art, indent=1) + "\n", force, protected=[Path(trace)])
     t = art["totals"]
+    classes = art.get("kernel_classes") or {}
+    kernel_s = sum(c["device_s"] for c in classes.values())
+    # the three kinds of kernel that took the most time (mappings/kernel_classes.yaml): what the trace is made of
+    top = sorted(classes.items(), key=lambda kv: -kv[1]["device_s"])[:3]
+    by_class = ("; kernel time by class: " + ", ".join(f"{c} {v['device_s'] / kernel_s:.0%}" for c, v in top)
+                if kernel_s > 0 else "")
     say(quiet, f"wrote {output}: {t['ops']} ops, {t['calls']} calls, {t['kernels']} kernels, "
-               f"device time {fmt_time(t['device_s'])} ({art['device_time']}), {len(art['steps'])} step(s)")
+               f"device time {fmt_time(t['device_s'])} ({art['device_time']}), {len(art['steps'])} step(s){by_class}")
 
 
 @handle_errors

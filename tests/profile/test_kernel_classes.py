@@ -178,3 +178,12 @@ def test_compare_a_cuda_run_with_an_npu_run_by_class() -> None:
     # an artifact without kernel classes (written before them) on either side: no class rows, the rest as before
     old = json.loads((RO_H100 / "reduce-overhead" / "tinyllama-1.1b" / "decode.profile.json").read_text())
     assert compare(old, npu)["kernel_classes"] == [] and "Kernels per class" not in render_markdown(compare(old, npu))
+
+
+def test_import_says_what_the_kernel_time_is_made_of(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["profile", "import", str(H200_TRACE), "-o", str(tmp_path / "a.json")])
+    assert res.exit_code == 0, res.output
+    assert "kernel time by class: matmul 70%, attention 11%, reduction 10%" in res.output
+    cpu = CliRunner().invoke(cli, ["profile", "import", str(ROOT / "tests" / "fixtures" / "profiles" / "gpt_prefill_cpu.json.gz"),
+                                   "-o", str(tmp_path / "b.json")])
+    assert cpu.exit_code == 0 and "by class" not in cpu.output  # a CPU trace has no kernels to class
