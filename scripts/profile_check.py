@@ -51,6 +51,7 @@ from npuport.cost.inventory import step_time, timing_class  # noqa: E402
 from npuport.cost.timing import timing_for  # noqa: E402
 from npuport.profile.host_speed import step_probes  # noqa: E402
 from npuport.profile.join import join  # noqa: E402
+from npuport.render.fmt import short_kernel_name  # noqa: E402
 
 ORDER = ("train", "prefill", "decode")
 
@@ -262,10 +263,10 @@ def kernel_counts(folder: Path, chip: str) -> None:
                       f"{j['step']['estimated'].get('kernels', '-')} | Triton {tri}, extern {ext} | | | | |")
                 continue
             for k in j["kernel_classes"]:
-                top = k["top"][0].replace("(anonymous namespace)::", "").split("(")[0].split("<")[0] if k["top"] else "-"
+                top = short_kernel_name(k["top"][0], 50) if k["top"] else "-"
                 ratio = f"{k['ratio']:.2f}x" if k["ratio"] is not None else "-"
                 print(f"| {model_dir.name} | {spec} | {k['class']} | {k['estimated_kernels']} | {k['measured_kernels']} | "
-                      f"{k['estimated_s'] * 1e6:.0f} µs | {k['measured_s'] * 1e6:.0f} µs | {ratio} | `{top.removeprefix('void ')[:50]}` |")
+                      f"{k['estimated_s'] * 1e6:.0f} µs | {k['measured_s'] * 1e6:.0f} µs | {ratio} | `{top}` |")
 
 
 def host_ratio(folders: list[Path]) -> None:

@@ -23,6 +23,7 @@ from npuport.cli.common import (
     text_width,
     write_output,
 )
+from npuport.profile.kernel_classes import of_artifact
 from npuport.render.fmt import fmt_time
 from npuport.render.profile_compare import render_csv, render_html, render_markdown, render_text
 
@@ -32,7 +33,7 @@ def import_trace(trace: str, output: str, force: bool, quiet: bool, debug: bool)
     art = api.profile_import(trace)
     write_output(output, json.dumps(art, indent=1) + "\n", force, protected=[Path(trace)])
     t = art["totals"]
-    classes = art.get("kernel_classes") or {}
+    classes = of_artifact(art) or {}
     kernel_s = sum(c["device_s"] for c in classes.values())
     # the three kinds of kernel that took the most time (mappings/kernel_classes.yaml): what the trace is made of
     top = sorted(classes.items(), key=lambda kv: -kv[1]["device_s"])[:3]

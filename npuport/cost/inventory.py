@@ -28,7 +28,7 @@ from npuport.cost.timing import (
     is_compiled,
     is_implicit_broadcast,
     is_strided,
-    kernel_classes,
+    kernels_by_class,
     op_class,
     op_variant,
     simulate,
@@ -296,7 +296,7 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
         issued = [*[Issued(copy, False, False, False, model.host.graph_input_s or 0.0, "input", "copy")] * n, *issued]
     step = simulate(model, issued, mode)
     # the kernels per class, for a step whose kernels a profile cannot tie to aten ops (a compiled step, a replay)
-    return replace(step, classes=kernel_classes(issued)) if mode != "eager" else step
+    return replace(step, classes=kernels_by_class(issued)) if mode != "eager" else step
 
 
 def shape_signature(call: ReportedCall) -> str:

@@ -138,7 +138,7 @@ class StepTime:
         if is_compiled(self.mode):
             out |= {"kernels": self.kernels, "graph_calls": self.graph_calls}
         if self.classes:
-            out["kernel_classes"] = {c: {"kernels": n, "device_s": t} for c, n, t in self.classes}
+            out["timing_classes"] = {c: {"kernels": n, "device_s": t} for c, n, t in self.classes}
         return out
 
 
@@ -361,7 +361,7 @@ def simulate(model: TimingModel, calls: Iterable[Issued], mode: Mode = "eager") 
     return StepTime(mode, host_busy, dev_busy, max(host_t, dev_t), syncs)
 
 
-def kernel_classes(calls: Iterable[Issued]) -> tuple[tuple[str, int, float], ...]:
+def kernels_by_class(calls: Iterable[Issued]) -> tuple[tuple[str, int, float], ...]:
     """The issued kernels (device time above 0) per class, costliest class first."""
     acc: dict[str, list[Any]] = {}
     for c in calls:

@@ -5,14 +5,16 @@
      "steps": [{"name": "ProfilerStep#1", "wall_s", "kernel_s", "idle_s"}],
      "ops": [{"op": "aten::mm", "calls", "host_s", "device_s", "share", "parents": {"aten::matmul": s}}],
      "totals": {"ops", "calls", "cpu_ops", "kernels", "host_s", "device_s", "wall_s", "kernel_s", "idle_s"},
-     "kernel_classes": {"matmul": {"kernels", "device_s", "top": {name: s}}, ...}}
+     "kernel_classes": {"matmul": {"kernels", "device_s", "top": {name: s}}, ...},
+     "kernel_names": {"nvjet_sm90_...": {"kernels", "device_s"}, ...}}
 
 `host_s` is self CPU time, `device_s` the kernels attributed to the op (self CPU time on a CPU run), `share` its
 part of all device time, `parents` its device time split by the immediate parent op ("" at the top level), which
 lets the join roll ops the audit does not list into the ones it does. `kernel_classes` sums every kernel of the
 trace by the kind of work its name says it does (mappings/kernel_classes.yaml; its three costliest names kept): the
 only view of a replayed graph's or a compiled step's kernels, which carry no aten op (absent in artifacts written
-before 2026-12-05 and in CPU runs). JSON only: nothing is pickled.
+before 2026-12-05 and in CPU runs). `kernel_names` keeps every distinct kernel name's launches and time, so that a
+reader classes them by its own mappings (npuport.profile.kernel_classes.of_artifact). JSON only: nothing is pickled.
 """
 
 from __future__ import annotations
@@ -77,7 +79,10 @@ def to_artifact(trace: Trace) -> dict[str, Any]:
                    "kernels": trace.kernels, "host_s": sum(r["host_s"] for r in rows), "device_s": total_dev * _US,
                    "wall_s": sum(s["wall_s"] for s in steps), "kernel_s": sum(s["kernel_s"] for s in steps),
                    "idle_s": sum(s["idle_s"] for s in steps)},
-        **({"kernel_classes": summarize(((k, int(n), t * _US) for k, (n, t) in trace.by_kernel.items()), trace.device)}
+        **({"kernel_classes": summarize(((k, int(n), t * _US) for k, (n, t) in trace.by_kernel.items()), trace.device),
+            # every distinct kernel name: the classes are made again from them by the mappings of the day they are read
+            "kernel_names": {k: {"kernels": int(n), "device_s": t * _US}
+                             for k, (n, t) in sorted(trace.by_kernel.items(), key=lambda kv: (-kv[1][1], kv[0]))}}
            if trace.by_kernel else {}),
     }
 

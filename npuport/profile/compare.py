@@ -19,7 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from npuport.profile.join import base, steps_in
-from npuport.profile.kernel_classes import kernel_classes
+from npuport.profile.kernel_classes import kernel_classes, of_artifact
 
 _COMM_KERNEL = re.compile(r"nccl|hccl|hcom_", re.IGNORECASE)
 _MEM_KERNEL = re.compile(r"^memcpy|^memset|MEMCPY|MEMSET", re.IGNORECASE)
@@ -101,7 +101,7 @@ def _classes(base_art: dict[str, Any], new_art: dict[str, Any]) -> list[dict[str
     """Per kernel class (mappings/kernel_classes.yaml), the kernels and their time per step on each side: what a
     CUDA run and an NPU run have in common when their kernel names have nothing ([] unless both artifacts have
     kernel classes)."""
-    a, b = base_art.get("kernel_classes"), new_art.get("kernel_classes")
+    a, b = of_artifact(base_art), of_artifact(new_art)
     if not a or not b:
         return []
     pa, pb = _per_step(base_art), _per_step(new_art)

@@ -16,7 +16,7 @@ from typing import Any
 from npuport.cost.timing import op_class as timing_class
 from npuport.errors import NpuportError
 from npuport.profile.kernel_classes import compare as compare_classes
-from npuport.profile.kernel_classes import estimate_class
+from npuport.profile.kernel_classes import estimate_class, of_artifact
 
 _DEPTH = 16
 
@@ -164,10 +164,10 @@ def _captured_kernels(profile: dict[str, Any], audit_sc: dict[str, Any]) -> dict
 
 
 def _estimated_classes(audit_json: dict[str, Any], audit_sc: dict[str, Any], scenario: str) -> dict[str, dict[str, float]]:
-    """The audit's kernels of the step per kernel class: a graph or compiled step's as simulated (`step.kernel_classes`,
+    """The audit's kernels of the step per kernel class: a graph or compiled step's as simulated (`step.timing_classes`,
     by timing class), an eager step's one kernel per compute call of each op."""
     acc: dict[str, dict[str, float]] = defaultdict(lambda: {"kernels": 0, "device_s": 0.0})
-    by_timing = (audit_sc.get("step") or {}).get("kernel_classes")
+    by_timing = (audit_sc.get("step") or {}).get("timing_classes")
     if by_timing:
         for cls, v in by_timing.items():
             row = acc[estimate_class(cls)]
@@ -275,6 +275,6 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
         # every kernel by the kind of work its name says it does, against the audit's kernels of the step ([] for an
         # artifact written before kernel classes)
         "kernel_classes": compare_classes(_estimated_classes(audit_json, audit_sc, scenario),
-                                          profile.get("kernel_classes"), steps_in(profile)),
+                                          of_artifact(profile), steps_in(profile)),
         "steps": profile.get("steps", []),
     }

@@ -94,6 +94,17 @@ def summarize(kernels: Iterable[tuple[str, int, float]], device: str) -> dict[st
             for c in order if c in acc}
 
 
+def of_artifact(profile: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """A profile artifact's kernels per class: from its `kernel_names` by this process's mappings (so an artifact
+    written before a pattern was fixed is classed by the fixed one), else the classes it was written with (artifacts
+    of 2026-12-05 before `kernel_names`), else None (older ones)."""
+    names = profile.get("kernel_names")
+    if names:
+        return summarize(((k, int(v["kernels"]), float(v["device_s"])) for k, v in names.items()),
+                         str(profile.get("device") or "cuda"))
+    return profile.get("kernel_classes") or None
+
+
 def compare(estimated: Mapping[str, Mapping[str, float]] | None, measured: Mapping[str, Mapping[str, Any]] | None,
             steps: int) -> list[dict[str, Any]]:
     """Per class, the estimated step's kernels and device time against the measured ones per step (`measured` holds

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from npuport.render.fmt import fmt_count, fmt_share, fmt_si, fmt_time, short_source
+from npuport.render.fmt import fmt_count, fmt_share, fmt_si, fmt_time, short_kernel_name, short_source
 from npuport.render.table import Column, Table
 
 LEVEL_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -659,12 +659,6 @@ def _ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
-def _kernel_name(name: str, width: int = 60) -> str:
-    """A kernel's name without its C++ signature (a CUDA kernel's template arguments and parameters), cut to width."""
-    short = name.replace("(anonymous namespace)::", "").split("(")[0].split("<")[0].removeprefix("void ").strip() or name
-    return short if len(short) <= width else short[: width - 1] + "…"
-
-
 def profile_section(data: dict[str, Any]) -> Section | None:
     """Measured against estimated: one table per joined scenario (npuport.profile.join)."""
     joins = data.get("profile") or []
@@ -721,7 +715,7 @@ def profile_section(data: dict[str, Any]) -> Section | None:
                                      Column("costliest measured", kind="code", priority=2)],
                                     [[k["class"], str(k["estimated_kernels"]), str(k["measured_kernels"]),
                                       fmt_time(k["estimated_s"]), fmt_time(k["measured_s"]), _ratio(k["ratio"]),
-                                      _kernel_name(k["top"][0]) if k["top"] else "-"] for k in j["kernel_classes"]]))
+                                      short_kernel_name(k["top"][0]) if k["top"] else "-"] for k in j["kernel_classes"]]))
         if comp or cap:
             continue
         rows = [[r["op"], fmt_time(r["estimated_s"]), fmt_time(r["measured_s"]), _ratio(r["ratio"]),

@@ -45,3 +45,11 @@ def short_source(source: str) -> str:
 def add_row(table: Table, *cells: object) -> None:
     """Add a row whose strings are shown literally: model text like '[gate, up]' is not rich markup."""
     table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells))
+
+
+def short_kernel_name(name: str, width: int = 60) -> str:
+    """A device kernel's name without its C++ signature (a CUDA kernel's template arguments and parameters, its
+    anonymous namespaces), cut to `width`: 'void at::native::(anonymous namespace)::CatArrayBatchedCopy<...>(...)'
+    -> 'at::native::CatArrayBatchedCopy'."""
+    short = name.replace("(anonymous namespace)::", "").split("(")[0].split("<")[0].removeprefix("void ").strip() or name
+    return short if len(short) <= width else short[: width - 1] + "…"

@@ -12,7 +12,7 @@ from typing import Any
 from rich.markup import escape
 
 from npuport.render.audit_html import table_html
-from npuport.render.fmt import fmt_time
+from npuport.render.fmt import fmt_time, short_kernel_name
 from npuport.render.html_assets import CSS, JS
 from npuport.render.table import Column, Table, fit
 
@@ -63,15 +63,11 @@ def rows_table(data: dict[str, Any], top: int) -> Table:
                  limit=top or None, more="{n} more rows: --top 0 for all")
 
 
-def _kernel_name(name: str) -> str:
-    return name.replace("(anonymous namespace)::", "").split("(")[0].split("<")[0].removeprefix("void ").strip()[:48] or name
-
-
 def classes_table(data: dict[str, Any]) -> Table | None:
     """Per kernel class, per step: None unless both sides' artifacts have kernel classes."""
     rows = [[r["class"], str(r["base_kernels"]), fmt_time(r["base_s"]), str(r["new_kernels"]), fmt_time(r["new_s"]),
              ("+" if r["delta_s"] >= 0 else "-") + fmt_time(abs(r["delta_s"])),
-             ", ".join(_kernel_name(k) for k in r["base_top"] + r["new_top"]) or "-"]
+             ", ".join(short_kernel_name(k, 48) for k in r["base_top"] + r["new_top"]) or "-"]
             for r in data.get("kernel_classes") or []]
     if not rows:
         return None

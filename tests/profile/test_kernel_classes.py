@@ -43,6 +43,24 @@ RO_H100 = ROOT / "docs" / "measured" / "profiles-reduce-overhead-h100"
     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>", "elementwise"),
     ("void at::native::sbtopk::gatherTopK<...>", "index"),
     ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "communication"),
+    # a reduce-overhead prefill's input copy: _foreach_copy_'s kernel (estimated as a copy)
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+     "TensorListMetadata<2>, at::native::(anonymous namespace)::UnaryOpFunctor<long, 2, 1, 1>, at::native::Copy<long, long> >",
+     "copy"),
+    # index_copy_ (a static KV cache's update) is an indexed store, not a copy
+    ("void at::native::index_elementwise_kernel<128, 4, at::native::index_copy_kernel_impl<at::native::OpaqueType<2> >", "index"),
+    # where the audit's timing classes put their ops: fill_ / masked_fill_ are copies, histc / cumsum / an
+    # embedding's backward reductions, a sort's helper kernels the sort's
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >", "copy"),
+    ("void at::native::(anonymous namespace)::fill_reverse_indices_kernel<long>(long*, int, IntDivider<unsigned int>)", "index"),
+    ("void at_cuda_detail::cub::detail::radix_sort::DeviceRadixSortHistogramKernel<...>", "index"),
+    ("void at::cuda::kernelHistogram1D<...>", "reduction"),
+    ("void at::native::(anonymous namespace)::embedding_backward_feature_kernel<float, float, long>", "reduction"),
+    ("void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>", "reduction"),
+    ("void at::native::triu_tril_kernel<float, int, false, 4, true>", "copy"),
+    # Inductor's max-autotune templates are the work they template
+    ("triton_tem_fused_mm_0", "matmul"),
+    ("triton_tem_fused_flex_attention_0", "attention"),
 ])
 def test_cuda_names(name: str, cls: str) -> None:
     assert kc.classify(name, "cuda") == cls
@@ -59,6 +77,15 @@ def test_cuda_names(name: str, cls: str) -> None:
     ("aclnnTopk_TopkV2_TopKV2", "index"),
     ("hcom_allReduce_", "communication"),
     ("aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore", "attention"),
+    ("aclnnEqTensor_BroadcastToAiCore_BroadcastTo", "elementwise"),  # not a Cast
+    ("aclnnCast_CastAiCore_Cast", "copy"),
+    ("aclnnRotaryPositionEmbedding_RotaryPositionEmbedding_RotaryPositionEmbedding", "elementwise"),  # not an embedding
+    ("aclnnEmbedding_GatherV2_GatherV2", "index"),
+    ("aclnnEmbeddingDenseBackward_EmbeddingDenseGrad_EmbeddingDenseGrad", "reduction"),
+    ("aclnnInplaceFillScalar_FillAiCore_Fill", "copy"),
+    # torch_npu's Inductor backend names its Triton kernels as Inductor does
+    ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "generated"),
+    ("triton_poi_fused_cat_2", "generated"),
     ("SomethingNobodyListed", "other"),
 ])
 def test_npu_names(name: str, cls: str) -> None:
@@ -110,7 +137,7 @@ def _gpt_audit(tmp_path: Path, mode: str) -> dict:
 def test_estimated_classes_of_graph_and_compiled_steps(tmp_path: Path) -> None:
     for mode in ("compile", "graph"):
         step = _gpt_audit(tmp_path, mode)["scenarios"][0]["step"]
-        classes = step["kernel_classes"]
+        classes = step["timing_classes"]
         assert classes["matmul"]["kernels"] > 0 and classes["attention"]["kernels"] > 0
         assert sum(v["device_s"] for v in classes.values()) == pytest.approx(step["device_s"])
         if mode == "compile":
@@ -119,7 +146,7 @@ def test_estimated_classes_of_graph_and_compiled_steps(tmp_path: Path) -> None:
         else:
             assert "generated" not in classes
     eager = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", "prefill:batch=1,seq=64", "--format", "json", "--quiet"])
-    assert "kernel_classes" not in json.loads(eager.output)["scenarios"][0]["step"]  # eager: per op, as before
+    assert "timing_classes" not in json.loads(eager.output)["scenarios"][0]["step"]  # eager: per op, as before
 
 
 def test_reduce_overhead_counts_each_copied_input(tmp_path: Path) -> None:
@@ -187,3 +214,95 @@ def test_import_says_what_the_kernel_time_is_made_of(tmp_path: Path) -> None:
     cpu = CliRunner().invoke(cli, ["profile", "import", str(ROOT / "tests" / "fixtures" / "profiles" / "gpt_prefill_cpu.json.gz"),
                                    "-o", str(tmp_path / "b.json")])
     assert cpu.exit_code == 0 and "by class" not in cpu.output  # a CPU trace has no kernels to class
+
+
+def test_every_importer_counts_every_kernel(tmp_path: Path) -> None:
+    """Kineto (above), the Ascend text export (above), its database export and an Nsight Systems export: the classes
+    hold every kernel the importer counted."""
+    import gzip
+    import shutil
+
+    db = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "profiles" / "ascend" / "db" / "rank0_ascend_pt", db)
+    for gz in (db / "ASCEND_PROFILER_OUTPUT").glob("*.db.gz"):
+        gz.with_suffix("").write_bytes(gzip.decompress(gz.read_bytes()))
+        gz.unlink()
+    nsys = tmp_path / "saxpy.sqlite"
+    nsys.write_bytes(gzip.decompress((ROOT / "tests" / "fixtures" / "profiles" / "nsys"
+                                      / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite.gz").read_bytes()))
+    for path, device in ((db, "npu"), (nsys, "cuda")):
+        art = import_trace(path)
+        assert art["device"] == device
+        classes = art["kernel_classes"]
+        assert sum(v["kernels"] for v in classes.values()) == art["totals"]["kernels"] > 0, path
+    assert "communication" in import_trace(db)["kernel_classes"]  # the sample's allreduce
+    assert set(import_trace(nsys)["kernel_classes"]) >= {"copy"}  # saxpy's host / device copies
+
+
+def test_a_broken_kernel_classes_file_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import yaml
+
+    from npuport import mappings
+    from npuport.errors import MappingError
+
+    root = tmp_path / "mappings"
+    shutil.copytree(Path(mappings.__file__).parent, root, ignore=shutil.ignore_patterns("*.py", "__pycache__", "schemas"))
+    monkeypatch.setenv("NPUPORT_MAPPINGS", str(root))
+    shipped = yaml.safe_load((root / "kernel_classes.yaml").read_text())
+    try:
+        for mutate, problem in ((lambda d: d["classes"][0].__setitem__("class", "gemm"), "'gemm' is not in order"),
+                                (lambda d: d["classes"][0].__setitem__("match", ["(unclosed"]), "not a regular expression"),
+                                (lambda d: d["order"].remove("other"), "must list 'other'")):
+            doc = yaml.safe_load(yaml.safe_dump(shipped))
+            mutate(doc)
+            (root / "kernel_classes.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+            kc.kernel_classes.cache_clear()
+            with pytest.raises(MappingError, match=problem):
+                kc.kernel_classes()
+    finally:
+        kc.kernel_classes.cache_clear()
+        kc.classify.cache_clear()
+
+
+def test_profile_check_kernels_and_masked_attention_on_committed_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """scripts/profile_check.py --kernels and --masked-attention, whose output docs/profile.md quotes, on a committed
+    H100 run (one model, to keep it quick)."""
+    import importlib.util
+    import shutil
+    import tempfile
+
+    spec = importlib.util.spec_from_file_location("profile_check", ROOT / "scripts" / "profile_check.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in ("reduce-overhead", "compile"):
+            shutil.copytree(ROOT / "docs" / "measured" / "profiles-reduce-overhead-h100-run3" / mode / "tinyllama-1.1b",
+                            Path(tmp) / mode / "tinyllama-1.1b")
+        mod.kernel_counts(Path(tmp) / "reduce-overhead", "H100-SXM")
+        out = capsys.readouterr().out
+        decode = [line for line in out.splitlines() if "decode" in line]
+        attention = next(line for line in decode if "| attention |" in line)
+        assert "| 22 | 44 |" in attention  # cuDNN's decode attention: two kernels a call
+        assert any("| copy | 45 | 45 |" in line for line in decode)  # one copy per input tensor, as estimated
+        assert "`Memset`" in out  # names without their trailing space
+        mod.masked_attention([Path(tmp) / "compile"], "H100-SXM")
+        row = next(line for line in capsys.readouterr().out.splitlines() if "prefill" in line)
+        assert "3.12x" in row  # TinyLlama's masked attention against its causal estimate (3.1 in timing.yaml)
+
+
+def test_classes_follow_the_mappings_of_the_day_they_are_read() -> None:
+    """An artifact keeps every kernel name, so a pattern fixed after it was written classes its kernels anew; an
+    artifact written with classes only (before kernel_names) keeps the ones it was written with."""
+    art = import_trace(H200_TRACE)
+    assert sum(v["kernels"] for v in art["kernel_names"].values()) == art["totals"]["kernels"]
+    stale = dict(art, kernel_classes={"other": {"kernels": 579, "device_s": 1.0, "top": {}}})
+    again = kc.of_artifact(stale)  # made again from the names
+    assert again is not None and list(again) == list(art["kernel_classes"])
+    for cls, row in art["kernel_classes"].items():
+        assert again[cls]["kernels"] == row["kernels"] and again[cls]["device_s"] == pytest.approx(row["device_s"])
+    no_names = {k: v for k, v in stale.items() if k != "kernel_names"}
+    assert kc.of_artifact(no_names) == stale["kernel_classes"]
+    assert kc.of_artifact({"ops": []}) is None
