@@ -33,6 +33,7 @@ class KernelClasses:
     order: tuple[str, ...]
     entries: tuple[_Entry, ...]
     estimate: Mapping[str, str]
+    prefix: Mapping[str, re.Pattern[str]]  # device -> what is taken off a name first (an Ascend kernel's calling API)
 
 
 @functools.lru_cache(maxsize=1)
@@ -54,14 +55,25 @@ def kernel_classes() -> KernelClasses:
     for timing_cls, cls in data["estimate_classes"].items():
         if cls not in order:
             raise MappingError(_FILE, f"estimate_classes.{timing_cls}", "", f"{cls!r} is not in order")
-    return KernelClasses(order, tuple(entries), dict(data["estimate_classes"]))
+    prefix = {}
+    for device, expr in (data.get("name_prefix") or {}).items():
+        try:
+            prefix[device] = re.compile(expr)
+        except re.error as exc:
+            raise MappingError(_FILE, "name_prefix", device, f"not a regular expression: {exc}") from None
+    return KernelClasses(order, tuple(entries), dict(data["estimate_classes"]), prefix)
 
 
 @functools.lru_cache(maxsize=4096)
 def classify(name: str, device: str = "cuda") -> str:
     """The class of a kernel recorded under `name` on `device` ("cuda" or "npu"); `other` when no entry matches.
-    A device npuport has no entries for is read with every entry."""
-    entries = kernel_classes().entries
+    The device's name prefix (an Ascend kernel's calling API) is taken off first. A device npuport has no entries for
+    is read with every entry."""
+    kc = kernel_classes()
+    entries = kc.entries
+    strip = kc.prefix.get(device)
+    if strip is not None:
+        name = strip.sub("", name, count=1) or name
     known = any(device in e.devices for e in entries)
     for e in entries:
         if (not known or device in e.devices) and e.pattern.search(name):

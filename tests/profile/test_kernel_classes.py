@@ -57,7 +57,20 @@ RO_H100 = ROOT / "docs" / "measured" / "profiles-reduce-overhead-h100"
     ("void at::cuda::kernelHistogram1D<...>", "reduction"),
     ("void at::native::(anonymous namespace)::embedding_backward_feature_kernel<float, float, long>", "reduction"),
     ("void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>", "reduction"),
-    ("void at::native::triu_tril_kernel<float, int, false, 4, true>", "copy"),
+    ("void at::native::triu_tril_kernel<float, int, false, 4, true>", "elementwise"),  # timing.yaml: triu / tril
+    # index_add_: an indexed store, whatever its template arguments say (ReduceAdd)
+    ("void at::native::indexFuncLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true, "
+     "at::native::(anonymous namespace)::ReduceAdd>(cuda::detail::TensorInfo<c10::BFloat16, unsigned int>)", "index"),
+    # _foreach_norm (clip_grad_norm_) is timed as elementwise
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+     "TensorListMetadata<1>, at::native::(anonymous namespace)::LpNormFunctor<float, 1, float, float>, float*, int>",
+     "elementwise"),
+    # nonzero / masked_select's select sweep is indexing, cumsum's scan a reduction
+    ("void at_cuda_detail::cub::detail::select::DeviceSelectSweepKernel<at_cuda_detail::cub::detail::ScanTileState<int, true> >",
+     "index"),
+    ("void at_cuda_detail::cub::detail::scan::DeviceScanKernel<...>", "reduction"),
+    # embedding_dense_backward's sorted path
+    ("void at::native::(anonymous namespace)::sum_and_scatter<float, float, long>(long const*, float*)", "reduction"),
     # Inductor's max-autotune templates are the work they template
     ("triton_tem_fused_mm_0", "matmul"),
     ("triton_tem_fused_flex_attention_0", "attention"),
@@ -83,6 +96,10 @@ def test_cuda_names(name: str, cls: str) -> None:
     ("aclnnEmbedding_GatherV2_GatherV2", "index"),
     ("aclnnEmbeddingDenseBackward_EmbeddingDenseGrad_EmbeddingDenseGrad", "reduction"),
     ("aclnnInplaceFillScalar_FillAiCore_Fill", "copy"),
+    # classed by the kernel, not by the API that launched it (aclnn<Api>_<KernelType>_<Op>)
+    ("aclnnTopk_CastAiCore_Cast", "copy"),
+    ("aclnnConvTranspose2d_ConvTranspose2D_ConvTranspose2D", "matmul"),
+    ("AtomicAddrClean", "memset"),
     # torch_npu's Inductor backend names its Triton kernels as Inductor does
     ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "generated"),
     ("triton_poi_fused_cat_2", "generated"),
@@ -303,6 +320,12 @@ def test_classes_follow_the_mappings_of_the_day_they_are_read() -> None:
     assert again is not None and list(again) == list(art["kernel_classes"])
     for cls, row in art["kernel_classes"].items():
         assert again[cls]["kernels"] == row["kernels"] and again[cls]["device_s"] == pytest.approx(row["device_s"])
+    # join and compare read the classes through of_artifact too
+    data = {"scenarios": [{"name": "train", "batch": 8, "seq": 128, "past": 0, "step": {}}], "ops": []}
+    joined = {r["class"] for r in join(data, stale, "train")["kernel_classes"]}
+    assert "matmul" in joined and "other" not in joined
+    from npuport.profile.compare import compare
+    assert "matmul" in {r["class"] for r in compare(stale, stale)["kernel_classes"]}
     no_names = {k: v for k, v in stale.items() if k != "kernel_names"}
     assert kc.of_artifact(no_names) == stale["kernel_classes"]
     assert kc.of_artifact({"ops": []}) is None
