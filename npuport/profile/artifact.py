@@ -129,4 +129,11 @@ def load_artifact(path: str | Path) -> dict[str, Any]:
     if not isinstance(ops, list) or not all(isinstance(r, dict) and isinstance(r.get("op"), str)
                                             and isinstance(r.get("device_s"), (int, float)) for r in ops):
         raise NpuportError(f"{p}: malformed profile artifact", "an ops list of {op, calls, host_s, device_s, share}", "ops")
+    for key in ("kernel_names", "kernel_classes"):  # optional; read by npuport.profile.kernel_classes.of_artifact
+        rows = data.get(key)
+        if rows is not None and not (isinstance(rows, dict) and all(
+                isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("kernels"), int)
+                and isinstance(v.get("device_s"), (int, float)) and isinstance(v.get("top", {}), dict)
+                for k, v in rows.items())):
+            raise NpuportError(f"{p}: malformed profile artifact", f"{key} as {{name: {{kernels, device_s}}}}", key)
     return data

@@ -329,3 +329,17 @@ def test_classes_follow_the_mappings_of_the_day_they_are_read() -> None:
     no_names = {k: v for k, v in stale.items() if k != "kernel_names"}
     assert kc.of_artifact(no_names) == stale["kernel_classes"]
     assert kc.of_artifact({"ops": []}) is None
+
+
+def test_a_malformed_kernel_table_in_an_artifact_is_one_clear_line(tmp_path: Path) -> None:
+    art = import_trace(H200_TRACE)
+    for key, bad in (("kernel_names", {"x": 5}), ("kernel_classes", {"matmul": {"kernels": "many", "device_s": 1.0}}),
+                     ("kernel_classes", {"matmul": {"kernels": 1, "device_s": 1.0, "top": ["x"]}})):
+        path = tmp_path / f"{key}.profile.json"
+        path.write_text(json.dumps(dict(art, **{key: bad})))
+        for args in (["profile", "compare", str(path), str(path)],
+                     ["audit", str(GPT), "--scenario", "train:batch=8,seq=128", "--profile", str(path)]):
+            res = CliRunner().invoke(cli, args)
+            assert res.exit_code == 2, res.output
+            errors = [line for line in res.output.splitlines() if line.startswith("error:")]
+            assert len(errors) == 1 and "malformed profile artifact" in errors[0] and "Traceback" not in res.output
