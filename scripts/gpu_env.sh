@@ -4,7 +4,7 @@
 # unbuffered output (a run cut short still shows what it printed), a fresh Inductor cache (no compile reused from an
 # earlier call on a machine that stayed warm), and one line naming what ran.
 if [ -d .gpuwheels ]; then
-  python3 -m pip install -q --no-deps --no-compile --target /tmp/tf .gpuwheels/*.whl && export PYTHONPATH=/tmp/tf:$PWD
+  python3 -m pip install -q --upgrade --no-deps --no-compile --target /tmp/tf .gpuwheels/*.whl && export PYTHONPATH=/tmp/tf:$PWD
 fi
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name())"

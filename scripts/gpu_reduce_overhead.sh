@@ -8,6 +8,7 @@
 # Artifacts (JSON, no raw traces) come back packed per mode and model; parity reports as JSON and text.
 # Usage there: bash scripts/gpu_reduce_overhead.sh OUT_DIR [MODEL...]   (default: tinyllama-1.1b llama-2-7b olmoe-1b-7b)
 #   PARITY=0 skips part 2; MODES=... replaces "reduce-overhead compile"; KINDS=... replaces "prefill decode"
+#   (train, prefill, decode: train is batch 1 x 2048, forward and backward)
 set -u
 OUT=${1:?out dir}
 shift
@@ -19,7 +20,8 @@ for m in $MODELS; do
   for mode in ${MODES:-reduce-overhead compile}; do
     SECONDS=0
     python3 -m npuport.cli.main profile record --hf examples/configs/$m.json --dtype bfloat16 --dev cuda \
-        $(for k in ${KINDS:-prefill decode}; do [ $k = prefill ] && echo "--scenario prefill:batch=1,seq=2048,mode=$mode"; \
+        $(for k in ${KINDS:-prefill decode}; do [ $k = train ] && echo "--scenario train:batch=1,seq=2048,mode=$mode"; \
+          [ $k = prefill ] && echo "--scenario prefill:batch=1,seq=2048,mode=$mode"; \
           [ $k = decode ] && echo "--scenario decode:batch=1,past=2048,mode=$mode"; done) \
         --warmup 2 --steps 5 --out-dir "$W/$mode/$m" 2>&1 | tail -3
     echo "$m $mode: ${SECONDS}s"

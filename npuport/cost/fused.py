@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 from npuport.cost.op_costs import CallCost, base_name, is_causal_call, itemsize
-from npuport.cost.timing import Issued, TimingModel, sync_ops
+from npuport.cost.timing import Issued, TimingModel, inductor_fallback_ops, sync_ops
 from npuport.trace.records import TensorMeta
 
 
@@ -63,8 +63,67 @@ def _nbytes(t: TensorMeta) -> int:
     return t.distinct_numel * itemsize(t.dtype)
 
 
+# Scatters Inductor lowers to generated kernels (a store, with atomic adds where it accumulates) instead of handing
+# them to ATen: torch/_inductor/lowering.py `index_put_impl_` and `scatter_fallback`, torch/_inductor/utils.py
+# `needs_fallback_due_to_atomic_add_limitations` and `use_scatter_fallback` (torch 2.11-2.13). Measured on a lent
+# H100: OLMoE's compiled training step ran its expert dispatch's index_put backward as `triton_*_index_put_*` kernels
+# (docs/profile.md, "Compiled training steps"). They still go to ATen with a boolean index, with an accumulation into
+# int64 or bool, under torch.use_deterministic_algorithms, and for bf16 accumulation on CUDA before sm90 (A100):
+# the plan is the same on every chip, so that last case is not told apart (docs/profile.md says so).
+_INDEX_PUT = frozenset({"index_put", "index_put_", "_index_put_impl_", "_unsafe_index_put"})
+_SCATTER = frozenset({"scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_"})
+_NO_ATOMIC_ADD = frozenset({"int64", "bool"})
+
+
+def _arg(call: Call, pos: int, name: str, default: object = None) -> object:
+    return call.args[pos] if len(call.args) > pos else call.kwargs.get(name, default)
+
+
+def lowered_scatter(call: Call) -> bool:
+    """Whether Inductor generates the kernel of this scatter (see _INDEX_PUT above), by what the call carries."""
+    op = base_name(call.op)
+    if op not in _INDEX_PUT and op not in _SCATTER:
+        return False
+    dtype = call.inputs[0].dtype if call.inputs else ""
+    if op in _INDEX_PUT:
+        if any(t.dtype in ("bool", "uint8") for t in call.inputs[1:-1]):  # the index tensors: a mask goes to ATen
+            return False
+        return not (_arg(call, 3, "accumulate", False) and dtype in _NO_ATOMIC_ADD)
+    if op.startswith("scatter_reduce"):
+        reduce = _arg(call, 4, "reduce")
+    elif op.startswith("scatter_add"):
+        reduce = "add"
+    else:
+        reduce = call.kwargs.get("reduce")
+    if reduce is None:
+        return True
+    return reduce in ("add", "sum") and dtype not in _NO_ATOMIC_ADD
+
+
+# A sort along at most this many elements is a generated (persistent) Triton kernel; a longer one goes to ATen's
+# (CUDA: radix) sort: torch/_inductor/ir.py `Sort.create` (max_rblock 512), lowering.py `sort_stable`. OLMoE's
+# compiled decode ran its sort of 8 expert ids inside `triton_per_fused_..._sort_...` on the H200 and the H100, its
+# prefill's sort of 16,384 as cub's radix sort kernels.
+SORT_GENERATED_MAX = 512
+
+
+def lowered_sort(call: Call) -> bool:
+    if base_name(call.op) != "sort" or not call.inputs:
+        return False
+    shape = call.inputs[0].shape
+    if not shape:
+        return True
+    dim = _arg(call, 1, "dim", -1) if call.op != "aten::sort.stable" else call.kwargs.get("dim", -1)
+    return isinstance(dim, int) and -len(shape) <= dim < len(shape) and shape[dim] <= SORT_GENERATED_MAX
+
+
 def fusible(call: Call, cls: str) -> bool:
-    return call.kind == "view" or cls in FUSIBLE
+    """Whether Inductor generates this call's kernel (fusing it with its neighbours) rather than calling ATen."""
+    if call.kind == "view":
+        return True
+    if cls in FUSIBLE:
+        return base_name(call.op) not in inductor_fallback_ops()
+    return (cls.startswith("scatter") and lowered_scatter(call)) or (cls.startswith("sort") and lowered_sort(call))
 
 
 def fused_runs(calls: Sequence[Call], classes: Sequence[str]) -> list[FusedRun | int]:

@@ -211,6 +211,11 @@ def sync_ops() -> frozenset[str]:
     return frozenset(_data()["sync_ops"]["ops"])
 
 
+def inductor_fallback_ops() -> frozenset[str]:
+    """Ops of a fusible class that torch.compile still runs as ATen kernels (mappings/timing.yaml)."""
+    return frozenset(_data().get("inductor_fallback", {}).get("ops", ()))
+
+
 def op_class(base: str, kind: str = "compute") -> str:
     """'mm' -> 'matmul'; a view op -> 'view'; an op listed nowhere -> 'elementwise'."""
     if kind == "view":

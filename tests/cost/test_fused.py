@@ -246,3 +246,62 @@ def test_a_causal_attention_with_its_bias_written_out_costs_the_measured_masked_
     assert measured["attention_backward"] == pytest.approx(2.5 * causal["attention_backward"])
     assert doubled["attention"] == pytest.approx(2 * causal["attention"])
     assert measured["matmul"] == doubled["matmul"]  # nothing else moves
+
+
+def _scatter(op: str, dtype: str = "bfloat16", index_dtype: str = "int64", accumulate: bool = True,
+             kwargs: dict | None = None, args: tuple = ()) -> ReportedCall:
+    c = call(op, (t(1, (4096, 64), dtype), t(2, (8192,), index_dtype), t(3, (8192, 64), dtype)), (t(4, (4096, 64), dtype),))
+    c.args = args or (None, [None], None, accumulate)
+    c.kwargs = kwargs or {}
+    return c
+
+
+def test_inductor_generates_index_put_and_scatter_kernels_except_where_it_falls_back_to_aten() -> None:
+    from npuport.cost.fused import fusible, lowered_scatter
+
+    # an expert dispatch's backward: index_put with accumulate into bf16 (atomic adds: a generated kernel on sm90+)
+    assert lowered_scatter(_scatter("aten::index_put")) and fusible(_scatter("aten::index_put"), "scatter_accumulate")
+    assert lowered_scatter(_scatter("aten::index_put_", accumulate=False))
+    # a boolean mask as the index, and an accumulation into int64: ATen's kernel (torch/_inductor/lowering.py)
+    assert not lowered_scatter(_scatter("aten::index_put", index_dtype="bool"))
+    assert not lowered_scatter(_scatter("aten::index_put", dtype="int64"))
+    assert lowered_scatter(_scatter("aten::index_put", dtype="int64", accumulate=False))
+    # scatter: plain or add / sum lowered; other reductions fall back
+    assert lowered_scatter(_scatter("aten::scatter.src", args=(None, 0, None, None)))
+    assert lowered_scatter(_scatter("aten::scatter_add", args=(None, 0, None, None)))
+    assert not lowered_scatter(_scatter("aten::scatter_add", dtype="int64", args=(None, 0, None, None)))
+    assert not lowered_scatter(_scatter("aten::scatter_reduce.two", args=(None, 0, None, None, "amax")))
+    assert lowered_scatter(_scatter("aten::scatter_reduce.two", args=(None, 0, None, None, "sum")))
+    assert not lowered_scatter(_scatter("aten::scatter.reduce", args=(None, 0, None, None), kwargs={"reduce": "multiply"}))
+    # index_copy and index_add keep their own kernels (no lowering here)
+    assert not lowered_scatter(_scatter("aten::index_copy_"))
+    assert not fusible(_scatter("aten::index_add_"), "scatter_accumulate")
+
+
+def test_a_short_sort_is_a_generated_kernel_a_long_one_and_histc_are_aten() -> None:
+    from npuport.cost.fused import SORT_GENERATED_MAX, fusible
+
+    def sort(n: int, dim: int = -1) -> ReportedCall:
+        c = call("aten::sort", (t(1, (4, n)),), (t(2, (4, n)), t(3, (4, n), "int64")))
+        c.args = (None, dim)
+        return c
+
+    assert fusible(sort(8), "sort")  # OLMoE's decode: the 8 chosen experts' ids, inside a triton_per_ kernel
+    assert fusible(sort(SORT_GENERATED_MAX), "sort")
+    assert not fusible(sort(SORT_GENERATED_MAX + 1), "sort")
+    assert not fusible(sort(16384), "sort_radix")  # its prefill: 16,384 ids, cub's radix sort
+    assert fusible(sort(16384, dim=0), "sort")  # along the short dim
+    histc = call("aten::histc", (t(1, (16384,), "float32"),), (t(2, (64,), "float32"),))
+    assert not fusible(histc, "reduction")  # make_fallback(aten.histc): kernelHistogram1D, measured
+    assert fusible(call("aten::mean.dim", (t(1),), (t(2, (1024, 1)),)), "reduction")
+
+
+def test_an_moe_backward_scatter_joins_the_generated_kernel_around_it() -> None:
+    # new_zeros -> index_put(accumulate) -> mul: one generated run, no extern call between
+    zeros = call("aten::new_zeros", (t(1, (8192, 64)),), (t(5, (4096, 64)),))
+    put = call("aten::index_put", (t(5, (4096, 64)), t(2, (8192,), "int64"), t(3, (8192, 64))), (t(6, (4096, 64)),))
+    put.args = (None, [None], None, True)
+    mul = call("aten::mul.Tensor", (t(6, (4096, 64)), t(7, (4096, 64))), (t(8, (4096, 64)),))
+    calls = [zeros, put, mul]
+    items = fused_runs(calls, ["copy", "scatter_accumulate", "elementwise"])
+    assert [x.members for x in runs(items)] == [(0, 1, 2)] and not any(isinstance(x, int) for x in items)
