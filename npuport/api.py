@@ -107,7 +107,7 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
     if release is not None:
         opts = replace(opts, torch_npu=release.data)
     parsed = parse_scenarios(list(opts.scenarios))
-    measured = [load_artifact(p) for p in opts.profiles]  # a bad artifact fails before the model loads
+    measured = [_profile_at(p) for p in opts.profiles]  # a bad profile fails before the model loads
     if opts.suppress:
         _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
     layout = parse_layout(opts.parallel) if opts.parallel else None
@@ -177,9 +177,10 @@ def _hold_at_recorded_host(joined: dict[str, Any], report: Any, art: dict[str, A
 def _profile_at(path: str) -> dict[str, Any]:
     """A profile artifact, or anything `profile import` reads (imported on the fly)."""
     p = Path(path)
-    if p.is_file() and p.suffix == ".json" and not p.name.endswith(".trace.json"):
-        head = p.open("rb").read(4096)
-        if b'"npuport.profile/' in head:
+    if p.is_file():
+        with p.open("rb") as fh:
+            head = fh.read(4096)
+        if b'"npuport.profile/' in head and b'"traceEvents"' not in head:
             return load_artifact(p)
     return import_trace(p)
 
@@ -196,7 +197,12 @@ def profile_compare(base: str, new: str, audit_json: str | None = None) -> dict[
         if not isinstance(audit, dict) or not str(audit.get("schema", "")).startswith("npuport.audit/"):
             raise NpuportError(f"{audit_json} is not an audit JSON", "schema npuport.audit/1",
                                str(audit.get("schema") if isinstance(audit, dict) else type(audit).__name__))
-    return _compare_profiles(_profile_at(base), _profile_at(new), audit)
+    sides = _profile_at(base), _profile_at(new)
+    kinds = [(side.get("scenario") or {}).get("kind") for side in sides]
+    if all(kinds) and kinds[0] != kinds[1]:  # a prefill against a decode: no op or step of one stands for the other's
+        raise NpuportError("the two profiles ran different scenarios", "two runs of the same scenario (train, prefill "
+                           "or decode)", f"{base}: {kinds[0]}, {new}: {kinds[1]}")
+    return _compare_profiles(*sides, audit)
 
 
 @dataclass(frozen=True)
@@ -210,7 +216,8 @@ class RecordOptions:
     decode_cache: str = "fixed"  # fixed: every decode step the same cache length; grow: +1 token per step
 
 
-def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = None) -> list[Recorded]:
+def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = None,
+                   on_recorded: Callable[[Recorded], None] | None = None) -> list[Recorded]:
     """Run each scenario for real under torch.profiler on `opts.dev` (on an NPU, torch_npu.profiler); per scenario
     the raw trace is written to OUT_DIR/NAME.trace.json.gz (on an NPU, the profiler's export to OUT_DIR/NAME_ascend_pt)
     and the artifact returned (the CLI writes it beside)."""
@@ -231,8 +238,13 @@ def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = No
     if npu is not None:  # where each export will be kept, refused before anything runs
         for sc in parsed:
             export_path(out, sc.name)
-    return [record_scenario(target, sc, dev, out, opts.warmup, opts.steps, progress, opts.decode_cache,
-                            opts.timed_steps, npu) for sc in parsed]
+    done = []
+    for sc in parsed:  # each scenario handed on as it ends: a later one failing keeps the earlier ones whole
+        done.append(record_scenario(target, sc, dev, out, opts.warmup, opts.steps, progress, opts.decode_cache,
+                                    opts.timed_steps, npu))
+        if on_recorded is not None:
+            on_recorded(done[-1])
+    return done
 
 
 def profile_import(path: str) -> dict[str, Any]:

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from npuport.bench.cases import BenchCase
+from npuport.bench.emitted import MARKER, earlier_scripts
 from npuport.bench.rebuild import convert, int_bound, rotation_sets
 
 _TEMPLATE = '''#!/usr/bin/env python3
-"""Standalone repro of {label} ({dtypes}), written by `npuport bench`.
+"""Standalone repro of {label} ({dtypes}), {marker}.
 
 {context}
 Run: python3 {name} [--device auto|cpu|cuda|npu] [--reps N] [--profile]   (needs torch only)
@@ -135,16 +136,19 @@ def render_script(case: BenchCase, name: str, context: str, measured: str = "",
                   rotate_bytes: int = 256 << 20, memory_cap: int = 4 << 30) -> str:
     specs = "[\n" + "".join(f"    ({tuple(s.shape)!r}, {s.dtype!r}, {tuple(s.stride) if s.stride else None!r}),\n" for s in case.inputs) + "]"
     return _TEMPLATE.format(
-        label=case.label, dtypes=", ".join(sorted({s.dtype for s in case.inputs})) or "-", context=context, name=name,
+        label=case.label, marker=MARKER, dtypes=", ".join(sorted({s.dtype for s in case.inputs})) or "-", context=context, name=name,
         op=case.op, specs=specs, bound=int_bound(case), sets=rotation_sets(case, rotate_bytes, memory_cap),
         call=call_source(case), signature=case.signature, reference=f"  [bench: {measured}]" if measured else "",
     )
 
 
 def emit_scripts(cases: list[tuple[BenchCase, str]], folder: str | Path, context: str) -> list[Path]:
-    """Write one script per (case, measured-summary) into `folder`; returns the paths."""
+    """Write one script per (case, measured-summary) into `folder`; returns the paths. Scripts an earlier emit wrote
+    there are replaced: the folder then holds this run's scripts alone, beside any files of the user's (the CLI asks
+    for --force before it comes to this)."""
     out_dir = Path(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
+    earlier = earlier_scripts(out_dir)
     paths = []
     for i, (case, measured) in enumerate(cases, 1):
         name = script_name(i, case)
@@ -155,4 +159,7 @@ def emit_scripts(cases: list[tuple[BenchCase, str]], folder: str | Path, context
         path.write_text(render_script(case, name, ctx, measured), encoding="utf-8")
         path.chmod(0o755)
         paths.append(path)
+    for old in earlier:  # after the new ones are written: a failed write leaves the earlier run whole
+        if old not in paths:
+            old.unlink(missing_ok=True)
     return paths

@@ -38,6 +38,7 @@ def bench_to_json(rep: BenchReport) -> dict[str, Any]:
         "scenario": rep.scenario,
         "scenario_sizes": rep.scenario_sizes,
         "device": {"name": rep.device, "description": rep.device_name, "chip": rep.chip, "clock": rep.clock},
+        "estimate_chip": rep.estimate_chip, "estimate_chip_source": rep.estimate_chip_source,
         "environment": environment(),
         "options": asdict(rep.options),
         "cases": [_case_json(r) for r in rep.results],

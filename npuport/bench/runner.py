@@ -21,7 +21,7 @@ from npuport.bench.emit import emit_scripts
 from npuport.bench.endtoend import EndToEnd, time_step
 from npuport.bench.from_json import cases_from_json
 from npuport.bench.harness import BenchOptions, CaseResult, bench_case
-from npuport.cost.roofline import get_chip
+from npuport.cost.roofline import default_chip, get_chip
 from npuport.devices import clocks
 from npuport.devices import runtime as dev
 from npuport.devices.memory import free_memory
@@ -52,6 +52,10 @@ class BenchReport:
     notes: list[str] = field(default_factory=list)
     emitted: list[str] = field(default_factory=list)
     scenario_sizes: dict[str, Any] | None = None  # the step's kind, batch, seq, past and mode (Scenario.to_json)
+    # the chip the per-op estimates (the op ranking, `estimate` and meas/est) are for, and why that one: it is not
+    # `chip` (the roofline of the device measured) when the device has no profile or an audit JSON chose it
+    estimate_chip: str | None = None
+    estimate_chip_source: str = ""
 
     @property
     def kernel_path_failures(self) -> list[CaseResult]:
@@ -124,6 +128,9 @@ def run_bench(
         try:  # the audit JSON's fields read without defaults: a hand-edited or foreign file fails here in one line
             sc_name, cases, skipped = cases_from_json(data, scenario.split(":")[0] if scenario else None, top, shapes)
             model_info = dict(data.get("model") or {}, audit_chip=data.get("chip"), source=str(audit_json))
+            est_chip, est_source = str(data.get("chip") or "unknown"), "the audit JSON's chip"
+            if chip_name and chip_name != est_chip:
+                notes.append(f"estimates are the audit's, for {est_chip}; roofline attainment is on {chip_name}")
             loader = _loader_from_origin(data, dtype or (data.get("model") or {}).get("dtype"), attn)
 
             # the audited step as it was timed: its sizes and its mode (the report's header names a non-eager one)
@@ -140,8 +147,15 @@ def run_bench(
                                "a file written by npuport audit --format json", str(data.get("schema")) if isinstance(data, dict)
                                else type(data).__name__) from None
     else:
+        # the same chip `npuport audit` costs on without --chip: `bench MODEL` and `bench --from` of that audit then
+        # rank the same ops with the same estimates
+        est_chip = chip_name or default_chip()
+        est_source = "--chip" if chip else "the device's chip" if chip_name else "default target chip"
+        if not chip_name:
+            notes.append(f"estimates are for {est_chip}, the default target chip (as npuport audit without --chip): "
+                         f"{where} has no chip profile; pass --chip to estimate for another chip")
         say("auditing the model on fake tensors")
-        report = audit_for_bench(model, hf_config, entry, scenario or "prefill", chip_name or "H200", dtype, attn, say)
+        report = audit_for_bench(model, hf_config, entry, scenario or "prefill", est_chip, dtype, attn, say)
         sc_obj = report.scenarios[0]
         sc_name = sc_obj.name
         cases, skipped = cases_from_report(report, sc_name, top, shapes)
@@ -161,7 +175,8 @@ def run_bench(
     if dev.kind_of(where) == "cpu":
         memory_cap = min(memory_cap, 4 << 30)
     rep = BenchReport(model_info, sc_name, where, dev.device_name(where), chip_name, clock.kind, opts, [], skipped, notes=notes,
-                      scenario_sizes=sc_obj.to_json() if sc_obj is not None else None)
+                      scenario_sizes=sc_obj.to_json() if sc_obj is not None else None, estimate_chip=est_chip,
+                      estimate_chip_source=est_source)
     rep.clock_state["before"] = clocks.clock_state(where)
     # the compiler's logs and warnings stay off the terminal for the run, unless opts.debug
     with dev.pinned(pin_cpu), clocks.ClockSampler(where) as sampler, compiler_output(opts.debug):
@@ -292,7 +307,7 @@ def _collect_warnings(rep: BenchReport) -> None:
             rep.warnings.append(f"clock {key} the run: {w}")
     for w in (rep.clock_state.get("under_load") or {}).get("warnings", []):
         rep.warnings.append(f"clock under load looks throttled: {w}")
-    if rep.e2e is not None and rep.e2e.flagged:
+    if rep.e2e is not None and (rep.e2e.flagged or rep.e2e.ops_exceed_step):
         rep.warnings.append(rep.e2e.verdict())
 
 

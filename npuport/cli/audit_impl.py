@@ -53,6 +53,9 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
     if not quiet:
         for name, reason in report.failed:
             click.echo(f"npuport: scenario {name} could not be traced: {reason}", err=True)
+        for j in data.get("profile") or []:  # a profile that does not measure what the audit estimates: said here too
+            if j.get("shape_note"):
+                click.echo(f"npuport: warning: --profile for {j['scenario']}: {j['shape_note']}", err=True)
     _exit_on(report.findings.items(), fail_on_level, quiet)
     if report.failed:
         raise click.exceptions.Exit(1)

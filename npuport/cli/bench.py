@@ -4,12 +4,12 @@ benchmark itself runs in npuport.cli.bench_impl, imported (with torch) only afte
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import click
 
+from npuport.bench.emitted import earlier_scripts
 from npuport.cli.common import check_new, check_out_dir, handle_errors, say
 from npuport.cli.lazy import Command
 from npuport.cli.options import (
@@ -123,27 +123,15 @@ def _audited_as(audit_json: str, text: str) -> bool | None:
         return None
 
 
-EMITTED = re.compile(r"^\d{2,}_.+\.py$")  # the scripts --emit writes: NN_op_shapes.py (npuport.bench.emit)
-
-
 def check_emit(emit_dir: str | None, force: bool) -> None:
     """--emit DIR writes one script per case: never into a file, and never over scripts already there (a user may
     have edited them) unless --force."""
     check_out_dir(emit_dir, "--emit")  # the scripts have their own names: inputs beside them are safe
     if not emit_dir or force or not Path(emit_dir).is_dir():
         return
-    earlier = sorted(p.name for p in Path(emit_dir).iterdir() if EMITTED.match(p.name) and _emitted(p))
+    earlier = [p.name for p in earlier_scripts(emit_dir)]
     if earlier:
         raise NpuportError(f"--emit {emit_dir} already holds repro scripts of an earlier run ({', '.join(earlier[:3])}"
                            + (", ..." if len(earlier) > 3 else "") + ")", "a folder without them, or --force to "
                            "replace them", emit_dir)
-
-
-def _emitted(path: Path) -> bool:
-    """A script bench wrote (its docstring says so), not the user's own numbered script."""
-    try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            return "written by `npuport bench`" in fh.read(400)
-    except OSError:
-        return False
 

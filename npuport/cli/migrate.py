@@ -28,8 +28,9 @@ def migrate(**_: Any) -> None:
     as diagnostics for a hand change, counted per file.
 
     The diff goes to stdout (paths relative to --root or the current folder: it applies with `git apply` or
-    `patch -p1` there); the summary and the remaining diagnostics go to stderr. Exit 0 when done, 2 for a
-    missing or unparsable file.
+    `patch -p1` there); the summary and the remaining diagnostics go to stderr. Exit 2 when MODEL is missing,
+    not a .py file or does not parse; otherwise 0, also for a port left incomplete (strings held back, a local
+    module that does not parse): the summary's last line ends "(none: ... all ported)" only when nothing is left.
 
     \b
     Examples:

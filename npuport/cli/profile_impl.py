@@ -23,13 +23,18 @@ from npuport.cli.common import (
     text_width,
     write_output,
 )
+from npuport.errors import NpuportError
 from npuport.profile.kernel_classes import of_artifact
+from npuport.profile.record import Recorded
 from npuport.render.fmt import fmt_time
 from npuport.render.profile_compare import render_csv, render_html, render_markdown, render_text
 
 
 @handle_errors
 def import_trace(trace: str, output: str, force: bool, quiet: bool, debug: bool) -> None:
+    if Path(output).suffix.lower() not in (".json", ""):  # the artifact is JSON whatever the name says (docs/cli.md)
+        raise NpuportError(f"profile import writes a JSON artifact, not {Path(output).suffix}", "-o FILE.json",
+                           output)
     art = api.profile_import(trace)
     write_output(output, json.dumps(art, indent=1) + "\n", force, protected=[Path(trace)])
     t = art["totals"]
@@ -47,20 +52,29 @@ def import_trace(trace: str, output: str, force: bool, quiet: bool, debug: bool)
 def record(model: str | None, hf_config: str | None, entry: str | None, scenarios: tuple[str, ...], dev: str,
            dtype: str | None, attn: str, warmup: int, steps: int, timed_steps: int, decode_cache: str, out_dir: str,
            force: bool, quiet: bool, debug: bool) -> None:
-    done = api.profile_record(ModelSpec(model=model, hf_config=hf_config, entry=entry, dtype=dtype, attn=attn),
-                              RecordOptions(scenarios=scenarios or ("prefill",), dev=dev, out_dir=out_dir,
-                                            warmup=warmup, steps=steps, timed_steps=timed_steps,
-                                            decode_cache=decode_cache),
-                              progress=progress_printer(not quiet))
-    for rec in done:
+    made = not Path(out_dir).exists()
+
+    def write(rec: Recorded) -> None:  # as each scenario ends: a later failure keeps it whole
         path = Path(out_dir) / f"{rec.scenario.name}.profile.json"
         write_output(str(path), json.dumps(rec.artifact, indent=1) + "\n", force)
-        steps_ = rec.artifact["steps"]
-        wall = sum(s["wall_s"] for s in steps_) / max(len(steps_), 1)
+        art = rec.artifact
+        steps_ = art["steps"]
         kern = sum(s["kernel_s"] for s in steps_) / max(len(steps_), 1)
-        say(quiet, f"wrote {path} and {rec.trace_path.name}: {rec.scenario.spec()}, step {fmt_time(wall)} wall, "
-                   f"{fmt_time(kern)} {'kernels' if rec.artifact['device'] != 'cpu' else 'busy'} "
-                   f"(mean of {len(steps_)})")
+        # the step as `profile compare` and `audit --profile` read it: the median of the steps run without the profiler
+        say(quiet, f"wrote {path} and {rec.trace_path.name}: {rec.scenario.spec()}, step "
+                   f"{fmt_time(art['unprofiled']['median_s'])} wall (median of {len(art['unprofiled']['step_s'])} "
+                   f"unprofiled), {fmt_time(kern)} {'kernels' if art['device'] != 'cpu' else 'busy'} per profiled step")
+
+    try:
+        api.profile_record(ModelSpec(model=model, hf_config=hf_config, entry=entry, dtype=dtype, attn=attn),
+                           RecordOptions(scenarios=scenarios or ("prefill",), dev=dev, out_dir=out_dir, warmup=warmup,
+                                         steps=steps, timed_steps=timed_steps, decode_cache=decode_cache),
+                           progress=progress_printer(not quiet), on_recorded=write)
+    except BaseException:
+        out = Path(out_dir)
+        if made and out.is_dir() and not any(out.iterdir()):  # nothing recorded: no empty folder left behind
+            out.rmdir()
+        raise
 
 
 @handle_errors
@@ -68,6 +82,9 @@ def compare(base: str, new: str, audit_json: str | None, fmt: str | None, output
             force: bool, top: int, wide: bool, quiet: bool, debug: bool) -> None:
     fmt = pick_format(fmt, output, ("text", "json", "markdown", "csv", "html"))
     data: dict[str, Any] = api.profile_compare(base, new, audit_json)
+    if fmt != "text":  # the text report says them first; the other formats carry them, and stderr says them too
+        for note in data.get("notes") or []:
+            say(quiet, f"note: {note}")
     text_json = as_json(data)
     if fmt == "json":
         text = text_json

@@ -78,6 +78,11 @@ def _import_file(path: Path) -> ModuleType:
         raise NpuportError(f"model file {path} not found", "a path to an existing Python file", str(path))
     if not path.is_file():
         raise NpuportError(f"{path} is not a file", "a Python file defining build_model()", "a directory")
+    if path.suffix != ".py":
+        # importlib finds no loader for another suffix; the usual cause is a config.json given without --hf
+        raise NpuportError(f"{path} is not a Python model file",
+                           "a .py file defining the model; for a Hugging Face config.json use --hf",
+                           f"a {path.suffix} file" if path.suffix else "a file without the .py suffix")
     try:
         source = path.read_text(encoding="utf-8")
         compile(source, str(path), "exec")
@@ -85,10 +90,14 @@ def _import_file(path: Path) -> ModuleType:
         raise NpuportError(f"{path} has a syntax error at line {exc.lineno}", "valid Python", exc.msg) from None
     except UnicodeDecodeError as exc:
         raise NpuportError(f"{path} is not UTF-8 text", "a Python source file", str(exc)) from None
+    except OSError as exc:  # unreadable (permissions, a broken mount): the user's file, not our bug
+        raise NpuportError(f"model file {path} could not be read", "a readable Python file",
+                           exc.strerror or type(exc).__name__) from None
     _ensure_torch_npu_importable(source)
     name = f"npuport_user_model_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:  # the .py suffix is checked above; kept as a user error all the same
+        raise NpuportError(f"{path} is not a Python model file", "a .py file defining the model", str(path))
     mod = importlib.util.module_from_spec(spec)
     folder = str(path.resolve().parent)
     sys.path.insert(0, folder)  # so model.py can import its sibling modules

@@ -19,6 +19,7 @@ reader classes them by its own mappings (npuport.profile.kernel_classes.of_artif
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -87,15 +88,41 @@ def to_artifact(trace: Trace) -> dict[str, Any]:
     }
 
 
+_WHAT_IMPORTS = ("a torch.profiler / Kineto trace (.json, .json.gz), an Ascend profiler output folder or its .db "
+                 "export, or an Nsight Systems SQLite export")
+
+
+def _sniff(p: Path) -> None:
+    """Tell apart, by their first bytes, the files a user may hand over that are not a Chrome trace: an SQLite
+    database that is no Nsight Systems export, an npuport artifact, anything that is not JSON."""
+    with p.open("rb") as fh:
+        head = fh.read(4096)
+    if head[:16] == b"SQLite format 3\x00":
+        raise NpuportError(f"{p} is an SQLite database but no readable Nsight Systems export", "an `nsys export "
+                           "--type sqlite` file (tables CUPTI_ACTIVITY_KIND_KERNEL, StringIds) or " + _WHAT_IMPORTS,
+                           "other tables, or a database that cannot be opened")
+    if head[:2] == b"\x1f\x8b":
+        return  # gzip: a .json.gz trace, read as such
+    text = head.lstrip()
+    if b'"schema": "npuport.profile/' in head or b'"schema":"npuport.profile/' in head:
+        raise NpuportError(f"{p} is already a profile artifact", _WHAT_IMPORTS + " (an artifact is read as it is by "
+                           "`profile compare` and `audit --profile`)", "schema npuport.profile/1")
+    if not text.startswith((b"{", b"[")):
+        raise NpuportError(f"{p}: not a profile", _WHAT_IMPORTS, "a file that is not JSON" if text else "an empty file")
+
+
 def read_any(path: str | Path) -> Trace:
     """The profile a user holds, by what it is: an Ascend PyTorch profiler output folder (`*_ascend_pt`), an Nsight
     Systems SQLite export, else a torch.profiler / Kineto Chrome trace (.json / .json.gz)."""
     p = Path(path)
+    if not p.exists():
+        raise NpuportError(f"no profile at {p}", _WHAT_IMPORTS, "no such file or folder")
     if p.is_dir() or is_ascend_output(p):
         trace = read_ascend(p)
-    elif p.is_file() and is_nsys_sqlite(p):
+    elif is_nsys_sqlite(p):
         trace = read_nsys(p)
     else:
+        _sniff(p)
         trace = read_trace(p)
     if not trace.ops and not trace.kernels and not trace.steps:  # valid JSON, nothing a profile is made of
         raise NpuportError(f"{p} holds no op, kernel or step", "a profile of at least one step (torch.profiler, the "
@@ -112,28 +139,82 @@ def write_artifact(artifact: dict[str, Any], path: str | Path) -> None:
     Path(path).write_text(json.dumps(artifact, indent=1) + "\n", encoding="utf-8")
 
 
-def load_artifact(path: str | Path) -> dict[str, Any]:
-    """Read an artifact back, checking its schema; anything else is one NpuportError line."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NpuportError(f"cannot read profile artifact {p}", "a file written by `npuport profile import`",
-                           f"{type(exc).__name__}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise NpuportError(f"{p}: not a profile artifact", f"JSON of schema {SCHEMA}", f"{exc.msg} at char {exc.pos}") from None
+_SCHEMA_FILE = Path(__file__).with_name("artifact.schema.json")
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> Any:
+    import jsonschema  # noqa: PLC0415 - read only when an artifact is loaded
+
+    schema = json.loads(_SCHEMA_FILE.read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number an artifact holds")
+
+
+def _where(error: Any) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".") or "the top level"
+
+
+def _expected(error: Any) -> str:
+    rule, value = error.validator, error.validator_value
+    if rule == "required":
+        return "the fields " + ", ".join(value)
+    if rule == "type":
+        return f"a value of type {value}"
+    if rule in ("minimum", "exclusiveMinimum"):
+        return f"a number {'>=' if rule == 'minimum' else '>'} {value}"
+    if rule == "maximum":
+        return f"a number <= {value}"
+    if rule in ("enum", "const"):
+        return "one of " + ", ".join(json.dumps(v) for v in (value if rule == "enum" else [value]))
+    return str(error.message)
+
+
+def _received(error: Any) -> str:
+    if error.validator == "required":
+        return "no " + ", ".join(k for k in error.validator_value if k not in error.instance)
+    text = json.dumps(error.instance)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_artifact(data: Any, p: Path) -> dict[str, Any]:
+    """The artifact's schema (artifact.schema.json): every field a reader uses has its type, times and counts are
+    not negative; the first violation is one NpuportError line naming the field."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise NpuportError(f"{p}: not a profile artifact", f"schema {SCHEMA} (from `npuport profile import`)", str(got))
-    ops = data.get("ops")
-    if not isinstance(ops, list) or not all(isinstance(r, dict) and isinstance(r.get("op"), str)
-                                            and isinstance(r.get("device_s"), (int, float)) for r in ops):
-        raise NpuportError(f"{p}: malformed profile artifact", "an ops list of {op, calls, host_s, device_s, share}", "ops")
-    for key in ("kernel_names", "kernel_classes"):  # optional; read by npuport.profile.kernel_classes.of_artifact
-        rows = data.get(key)
-        if rows is not None and not (isinstance(rows, dict) and all(
-                isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("kernels"), int)
-                and isinstance(v.get("device_s"), (int, float)) and isinstance(v.get("top", {}), dict)
-                for k, v in rows.items())):
-            raise NpuportError(f"{p}: malformed profile artifact", f"{key} as {{name: {{kernels, device_s}}}}", key)
+        raise NpuportError(f"{p}: not a profile artifact", f"schema {SCHEMA} (from `npuport profile import` or `record`)",
+                           str(got))
+    from jsonschema.exceptions import best_match  # noqa: PLC0415 - as above
+
+    error = best_match(_validator().iter_errors(data))
+    if error is not None:
+        raise NpuportError(f"{p}: malformed profile artifact at {_where(error)}", _expected(error), _received(error))
     return data
+
+
+def load_artifact(path: str | Path) -> dict[str, Any]:
+    """Read an artifact back, checking it against its schema; anything else is one NpuportError line."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise NpuportError(f"cannot read profile artifact {p}", "a file written by `npuport profile import` or `record`",
+                           f"{type(exc).__name__}: {exc.strerror or exc}") from None
+    if raw[:2] == b"\x1f\x8b" or p.suffix in (".sqlite", ".db") or raw[:16] == b"SQLite format 3\x00":
+        raise NpuportError(f"{p} is a trace, not a profile artifact", "the artifact `npuport profile import TRACE -o "
+                           "ART.json` writes from it", "a compressed trace or a database")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise NpuportError(f"{p}: not a profile artifact", f"JSON of schema {SCHEMA}", f"binary data ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise NpuportError(f"{p}: not a profile artifact", f"JSON of schema {SCHEMA}", f"{exc.msg} at char {exc.pos}") from None
+    except ValueError as exc:  # NaN / Infinity
+        raise NpuportError(f"{p}: malformed profile artifact", "finite numbers", str(exc)) from None
+    if isinstance(data, dict) and "traceEvents" in data:
+        raise NpuportError(f"{p} is a trace, not a profile artifact", "the artifact `npuport profile import TRACE -o "
+                           "ART.json` writes from it", "a Chrome trace (traceEvents)")
+    return check_artifact(data, p)

@@ -37,14 +37,16 @@ def _kind(op: str, kernels: dict[str, float]) -> str:
     return "compute"
 
 
-def breakdown(profile: dict[str, Any]) -> dict[str, Any]:
-    """Seconds per step: wall, compute, communication, memory, host / idle."""
+def breakdown(profile: dict[str, Any], unprofiled: bool = True) -> dict[str, Any]:
+    """Seconds per step: wall, compute, communication, memory, host / idle. The wall is the median of the steps run
+    without the profiler where the artifact has them (`profile record`) and `unprofiled`, else the profiled steps'
+    mean (an imported trace), which the profiler's own per-op cost inflates."""
     per = _per_step(profile)
     parts = {"compute": 0.0, "communication": 0.0, "memory": 0.0}
     for r in profile["ops"]:
         parts[_kind(r["op"], r.get("kernels") or {})] += float(r["device_s"]) * per
     steps = profile.get("steps") or []
-    plain = (profile.get("unprofiled") or {}).get("median_s")
+    plain = (profile.get("unprofiled") or {}).get("median_s") if unprofiled else None
     wall = plain if plain is not None else (sum(s["wall_s"] for s in steps) / len(steps) if steps else sum(parts.values()))
     busy = sum(s["kernel_s"] for s in steps) / len(steps) if steps else sum(parts.values())
     return {"wall_s": wall, **{f"{k}_s": v for k, v in parts.items()}, "host_idle_s": max(wall - busy, 0.0),
@@ -117,6 +119,32 @@ def _classes(base_art: dict[str, Any], new_art: dict[str, Any]) -> list[dict[str
     return rows
 
 
+def _side(art: dict[str, Any]) -> dict[str, Any]:
+    recorded = art.get("recorded") or {}
+    return {"source": art.get("source"), "device": art.get("device"), "device_name": recorded.get("device_name"),
+            "model": recorded.get("model"), "scenario": (art.get("scenario") or {}).get("spec"),
+            "steps": steps_in(art), "step_marks": len(art.get("steps") or [])}
+
+
+def _notes(base_art: dict[str, Any], new_art: dict[str, Any], both_unprofiled: bool, matched: int, by: str) -> list[str]:
+    """What makes the two sides compare less well than they seem to: said in every format and on stderr."""
+    notes = []
+    if not both_unprofiled and any((a.get("unprofiled") or {}).get("median_s") is not None for a in (base_art, new_art)):
+        notes.append("only one side has steps timed without the profiler: both walls are the profiled steps' mean, "
+                     "which the profiler's per-op cost inflates")
+    models = [(a.get("recorded") or {}).get("model") for a in (base_art, new_art)]
+    if all(models) and models[0] != models[1]:
+        notes.append(f"the sides were recorded from different models ({models[0]!r}, {models[1]!r})")
+    if not matched:
+        notes.append(f"no work matched by {by}: the two profiles share no op (another model, or another framework's "
+                     "op names); every row is only on one side")
+    for name, art in (("base", base_art), ("new", new_art)):
+        if not art.get("steps"):
+            notes.append(f"the {name} side has no step marks (ProfilerStep): its times are the whole trace's, taken as "
+                         "one step")
+    return notes
+
+
 def compare(base_art: dict[str, Any], new_art: dict[str, Any], audit: dict[str, Any] | None = None) -> dict[str, Any]:
     by_module = bool(base_art.get("modules")) and bool(new_art.get("modules"))
     a, b = _rows(base_art, by_module), _rows(new_art, by_module)
@@ -135,17 +163,21 @@ def compare(base_art: dict[str, Any], new_art: dict[str, Any], audit: dict[str, 
                      "new_kernels": list((rb or {}).get("kernels", {})),
                      "matched": ra is not None and rb is not None,
                      "expected_fused": expected.get(key[0], "")})
+    # the same kind of wall on both sides: the unprofiled median only where both have it
+    both = all((art.get("unprofiled") or {}).get("median_s") is not None for art in (base_art, new_art))
+    ba, bb = breakdown(base_art, both), breakdown(new_art, both)
     # worst first by what the step pays: device time, and host time where the host bounds the step
-    host_bound = breakdown(new_art)["host_idle_s"] > 0.5 * breakdown(new_art)["wall_s"]
+    host_bound = bb["host_idle_s"] > 0.5 * bb["wall_s"]
     rows.sort(key=lambda r: -(r["delta_s"] + (r["host_delta_s"] if host_bound else 0.0)))
-    ba, bb = breakdown(base_art), breakdown(new_art)
+    matched = sum(1 for r in rows if r["matched"])
+    by = "module and aten op" if by_module else "aten op"
     return {
         "schema": "npuport.profile-compare/1",
-        "base": {"source": base_art.get("source"), "device": base_art.get("device"),
-                 "device_name": (base_art.get("recorded") or {}).get("device_name"), "steps": steps_in(base_art)},
-        "new": {"source": new_art.get("source"), "device": new_art.get("device"),
-                "device_name": (new_art.get("recorded") or {}).get("device_name"), "steps": steps_in(new_art)},
-        "matched_by": "module and aten op" if by_module else "aten op",
+        "base": _side(base_art),
+        "new": _side(new_art),
+        "matched_by": by,
+        "matched_rows": matched,
+        "notes": _notes(base_art, new_art, both, matched, by),
         "breakdown": {"base": ba, "new": bb,
                       "delta": {k: bb[k] - ba[k] for k in ba if k.endswith("_s")}},
         "rows": rows,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from npuport.cost.roofline import load_chips
 from npuport.cost.timing import op_class as timing_class
 from npuport.errors import NpuportError
 from npuport.profile.kernel_classes import compare as compare_classes
@@ -94,6 +95,25 @@ def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float
             elif t:
                 place(p, t, b, 0)
     return measured, calls, only
+
+
+def _device_note(audit_json: dict[str, Any], profile: dict[str, Any]) -> str | None:
+    """A profile measured on another kind of device than the chip the audit estimates: the estimate is not held
+    against its own measurement (a CPU run against a GPU estimate, a CUDA run against an NPU estimate)."""
+    chip = audit_json.get("chip")
+    name = chip.get("name") if isinstance(chip, dict) else chip
+    family = _chip_family(str(name)) if name else None
+    ran = str(profile.get("device") or "")
+    if not family or not ran or ran.split(":")[0] == family:
+        return None
+    where = (profile.get("recorded") or {}).get("device_name") or ran
+    return (f"the profile ran on {where} ({ran}), the audit estimates {name} ({family}): the estimate is not held "
+            "against a run on its own kind of device")
+
+
+def _chip_family(name: str) -> str | None:
+    chip = load_chips().get(name)
+    return chip.family if chip is not None else None
 
 
 def steps_in(profile: dict[str, Any]) -> int:
@@ -231,6 +251,9 @@ def join(audit_json: dict[str, Any], profile: dict[str, Any], scenario: str) -> 
         shape_note = (f"the profile measured {recorded.get('spec', recorded)} but the audit's {scenario} is "
                       f"batch={audit_sc.get('batch')},seq={audit_sc.get('seq')},past={audit_sc.get('past')}: "
                       "times do not compare, shares only roughly")
+    where = _device_note(audit_json, profile)
+    if where:
+        shape_note = where + (f"; {shape_note}" if shape_note else "")
     # `profile record` names the model it ran; an imported trace does not, and then nothing is said
     ran = (profile.get("recorded") or {}).get("model")
     audited = (audit_json.get("model") or {}).get("name")

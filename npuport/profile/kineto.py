@@ -211,6 +211,9 @@ def read_trace(path: str | Path) -> Trace:
             continue
         cat, name, args = e.get("cat"), intern(str(e.get("name", ""))), e.get("args") or {}
         ts, dur = _num(e, "ts"), _num(e, "dur")
+        if dur < 0:  # a span that ends before it starts: summed it would take time off its op
+            raise NpuportError(f"malformed trace event {name[:80]!r}: negative duration", "a 'dur' of 0 or more "
+                               "microseconds", repr(e.get("dur"))[:80])
         if cat == "cpu_op":
             ops_by_thread[(e.get("pid"), e.get("tid"))].append(ts, dur, name, args.get("External id"),
                                                                args.get("Sequence number"))

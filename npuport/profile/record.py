@@ -203,8 +203,25 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
         if npu is not None:
             final = keep_export(exported(Path(tmp)), out_dir, sc.name)
         else:
-            with raw.open("rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
+            partial = final.with_name(final.name + ".partial")
+            with raw.open("rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
                 shutil.copyfileobj(src, dst)
+            partial.replace(final)
+    try:
+        return _finish(model, sc, dev, run, final, warmup, steps, progress, decode_cache, timed_steps, npu, restore,
+                       inputs, compiled, mod)
+    except BaseException:  # an interrupted or failed scenario leaves no trace without its artifact beside it
+        if final.is_dir():
+            shutil.rmtree(final, ignore_errors=True)
+        else:
+            final.unlink(missing_ok=True)
+        raise
+
+
+def _finish(model: LoadedModel, sc: Scenario, dev: str, run: Callable[[], None], final: Path, warmup: int, steps: int,
+            progress: Progress | None, decode_cache: str, timed_steps: int, npu: NpuSide | None, restore: bool,
+            inputs: Inputs, compiled: dict[str, Any] | None, mod: Any) -> Recorded:
+    """The unprofiled timed steps, the host probe and the artifact of a scenario whose trace is written."""
     plain, issued, probes, after = _timed_steps(model, sc, run, dev, timed_steps, progress, restore, inputs)
     if compiled is not None:  # what dynamo compiled by the end: more graphs than at the warm-up's end is a recompile
         after_steps = _dynamo_counts()

@@ -53,7 +53,8 @@ def answer(data: dict[str, Any]) -> list[str]:
     if ok:
         measured = sum(c["median_s"] * c["calls"] for c in ok)
         estimated = sum(c["estimated_s"] * c["calls"] for c in ok if c["estimated_s"])
-        ratio = f" ({measured / estimated:.2f}x the roofline estimate of {_t(estimated)})" if estimated else ""
+        on = _estimate_chip(data)
+        ratio = f" ({measured / estimated:.2f}x the {on + ' ' if on else ''}roofline estimate of {_t(estimated)})" if estimated else ""
         out.append(f"measured: {len(ok)} op shapes take {_t(measured)} per step{ratio}")
         rated = [c for c in ok if c["attainment"] is not None]
         if rated:
@@ -82,11 +83,19 @@ def _step(data: dict[str, Any]) -> str:
             + (f", {s['mode']} mode" if s.get("mode", "eager") != "eager" else "") + ")")
 
 
+def _estimate_chip(data: dict[str, Any]) -> str | None:
+    """The chip the estimates are for (a report from before `estimate_chip` was kept: its cases' own)."""
+    return data.get("estimate_chip") or next((c.get("estimate_chip") for c in data["cases"] if c.get("estimate_chip")), None)
+
+
 def render_text(data: dict[str, Any], console: Any, wide: bool = False) -> None:
     dev = data["device"]
     chip = dev["chip"] or "no chip profile"
+    est = _estimate_chip(data)
+    why = data.get("estimate_chip_source")
+    est_text = f"; estimates {est}" + (f" ({why})" if why else "") if est else ""
     console.print("[bold]npuport bench[/bold] " + escape(f"{data['model'].get('name')} / {_step(data)} on {dev['name']} "
-                  f"({dev['description']}; roofline {chip}; {dev['clock']})"))
+                  f"({dev['description']}; roofline {chip}{est_text}; {dev['clock']})"))
     for line in answer(data):
         console.print(escape(line))
     cols = [Column("op [input shapes]", kind="code"), Column("dtype", priority=2), Column("calls", "right", priority=1),

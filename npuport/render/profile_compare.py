@@ -20,8 +20,12 @@ _PARTS = (("wall_s", "step (wall)"), ("compute_s", "compute"), ("communication_s
           ("memory_s", "memory (copies, fills)"), ("host_idle_s", "host / idle"))
 
 
-def _side(d: dict[str, Any]) -> str:
-    return f"{d.get('device_name') or d.get('device') or '?'} ({d.get('source')}, {d['steps']} step(s))"
+def _side(d: dict[str, Any], wall_from: str | None = None) -> str:
+    marks = d.get("step_marks", d["steps"])
+    steps = f"{marks} step(s)" if marks else "no step marks"
+    what = ", ".join(x for x in (d.get("model"), d.get("scenario")) if x)
+    wall = f", wall: {wall_from}" if wall_from else ""
+    return f"{d.get('device_name') or d.get('device') or '?'} ({d.get('source')}, {steps}{wall}){': ' + what if what else ''}"
 
 
 def _ratio(r: float | None) -> str:
@@ -31,9 +35,10 @@ def _ratio(r: float | None) -> str:
 def answer(data: dict[str, Any]) -> list[str]:
     b = data["breakdown"]
     base, new = b["base"]["wall_s"], b["new"]["wall_s"]
-    lines = [f"base: {_side(data['base'])}", f"new:  {_side(data['new'])}",
+    lines = [f"base: {_side(data['base'], b['base'].get('wall_from'))}", f"new:  {_side(data['new'], b['new'].get('wall_from'))}",
              f"step: {fmt_time(base)} -> {fmt_time(new)} ({_ratio(new / base if base else None)}); work matched by "
-             f"{data['matched_by']}"]
+             f"{data['matched_by']}" + (f" ({data['matched_rows']} rows on both sides)" if "matched_rows" in data else "")]
+    lines += [f"note: {n}" for n in data.get("notes") or []]
     worst = max(((k, v) for k, v in b["delta"].items() if k != "wall_s"), key=lambda kv: abs(kv[1]), default=None)
     if worst and worst[1]:
         label = dict(_PARTS)[worst[0]]
@@ -50,17 +55,26 @@ def breakdown_table(data: dict[str, Any]) -> Table:
 
 
 def rows_table(data: dict[str, Any], top: int) -> Table:
-    cols = [Column("module", kind="code", priority=1), Column("op", kind="code", essential=True),
-            Column("base", "right"), Column("new", "right"), Column("change", "right"), Column("ratio", "right", priority=1),
-            Column("host change", "right", priority=1),
-            Column("kernels base", priority=3), Column("kernels new", priority=3), Column("audit expected", priority=2)]
+    """Which module and op changed comes first and stays (the module names the row: essential where rows have one),
+    then the device and host change; kernel names are shortened, and a column no row fills is left out."""
+    has_module = any(r["module"] for r in data["rows"])
+    cols = [Column("module", kind="code", essential=True), Column("op", kind="code", essential=True),
+            Column("base", "right"), Column("new", "right"), Column("change", "right"),
+            Column("host change", "right", priority=1), Column("ratio", "right", priority=2),
+            Column("audit expected", priority=3), Column("kernels base", kind="code", priority=4),
+            Column("kernels new", kind="code", priority=4)]
     rows = [[r["module"] or "-", r["op"], fmt_time(r["base_s"]), fmt_time(r["new_s"]),
-             ("+" if r["delta_s"] >= 0 else "-") + fmt_time(abs(r["delta_s"])), _ratio(r["ratio"]),
-             ("+" if r["host_delta_s"] >= 0 else "-") + fmt_time(abs(r["host_delta_s"])),
-             ", ".join(r["base_kernels"]) or "-", ", ".join(r["new_kernels"]) or "-", r["expected_fused"] or "-"]
+             ("+" if r["delta_s"] >= 0 else "-") + fmt_time(abs(r["delta_s"])),
+             ("+" if r["host_delta_s"] >= 0 else "-") + fmt_time(abs(r["host_delta_s"])), _ratio(r["ratio"]),
+             r["expected_fused"] or "-", ", ".join(short_kernel_name(k, 40) for k in r["base_kernels"]) or "-",
+             ", ".join(short_kernel_name(k, 40) for k in r["new_kernels"]) or "-"]
             for r in data["rows"]]
-    return Table("rows", "Per op and module, per step, worst regression first", cols, rows,
-                 limit=top or None, more="{n} more rows: --top 0 for all")
+    # a column every row leaves empty ("-": no module on either side, no kernels in a CPU run, no audit given)
+    keep = [i for i, c in enumerate(cols)
+            if c.name in ("op", "base", "new", "change") or (c.name == "module" and has_module)
+            or any(row[i] != "-" for row in rows)]
+    return Table("rows", "Per op and module, per step, worst regression first", [cols[i] for i in keep],
+                 [[row[i] for i in keep] for row in rows], limit=top or None, more="{n} more rows: --top 0 for all")
 
 
 def classes_table(data: dict[str, Any]) -> Table | None:

@@ -10,7 +10,10 @@ string against "cuda" (`'cuda' in device`, `device_type == 'cuda'`, `.startswith
 by a device type) and every f-string that builds one (`f'cuda:{rank}'`) are rewritten as a group across all the
 files migrated together, so the program takes the same branches on the NPU as it took on CUDA. When one "cuda"
 string is used in a way the AST does not show (a message, a value stored for later), none of the group is
-rewritten and a note names the strings that held it back. "nccl" strings follow the same rule.
+rewritten and a note names the strings that held it back. "nccl" strings follow the same rule. The edits whose
+effect depends on the device strings (`.cuda()`, `torch.cuda.is_available()`: npuport.scan.migrate_coupling) are
+held back with them, and a local module npuport cannot parse holds back both groups: the strings may reach a test
+there.
 
 Everything else stays a diagnostic of the source scan for a person to decide, and is counted per file.
 """
@@ -18,6 +21,7 @@ Everything else stays a diagnostic of the source scan for a person to decide, an
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import os
 import shutil
@@ -25,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npuport.errors import NpuportError
-from npuport.scan.cuda_refs import Edit, Finder, Ref
+from npuport.scan.cuda_refs import Edit, Ref
+from npuport.scan.migrate_coupling import ProgramFinder, coupled_import_edits, coupled_reason, cuda_name
 from npuport.scan.source_scan import MAX_FILES, Diagnostic, cuda_only_modules, diagnostic, local_imports, parse_file
 
 IMPORT_LINE = "import torch_npu  # added by npuport migrate: registers the NPU backend and torch.npu\n"
@@ -69,7 +74,10 @@ class Program:
 
     files: list[Migration]
     notes: list[str] = field(default_factory=list)
-    held: dict[str, list[str]] = field(default_factory=dict)  # group -> "file:line" of the strings that held it back
+    # group -> what held it back: "file:line" of a string (or a device check) npuport cannot follow, or a file it
+    # could not read
+    held: dict[str, list[str]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # local modules npuport could not read -> why: not ported
 
     @property
     def diff(self) -> str:
@@ -81,12 +89,15 @@ class Program:
 
     def summary_lines(self) -> list[str]:
         lines = [f"{m.display}: {m.summary_line()}" for m in self.files]
+        # an unreadable module is a file of the program like the others: its CUDA code, if any, is not ported
+        lines += [f"{name}: not read, not ported (change it by hand): {why}" for name, why in self.skipped.items()]
         total_edits = sum(len(m.edits) for m in self.files)
         total_left = sum(1 for d in self.remaining if d.level != "info")
         check = len(self.remaining) - total_left
-        lines.append(f"{len(self.files)} file(s): {total_edits} mechanical change(s); {total_left} reference(s) still need "
-                     f"a hand change" + (f", {check} to check (info)" if check else "")
-                     + ("" if self.remaining else " (none: the CUDA-specific code found is all ported)"))
+        unread = f"; {len(self.skipped)} file(s) not read, not ported" if self.skipped else ""
+        done = " (none: the CUDA-specific code found is all ported)" if not self.remaining and not self.skipped else ""
+        lines.append(f"{len(self.files) + len(self.skipped)} file(s): {total_edits} mechanical change(s); {total_left} "
+                     f"reference(s) still need a hand change" + (f", {check} to check (info)" if check else "") + unread + done)
         return lines
 
 
@@ -151,15 +162,15 @@ def _display(path: Path, root: Path) -> str:
 
 def program_files(entry: Path, follow: bool = True, roots: list[Path] | None = None) -> tuple[list[Path], list[str]]:
     """The entry file and, with `follow`, the local modules it imports transitively (sibling files, its package,
-    folders it appends to sys.path, and `roots`: the repository root a `pip install -e .` would put on the path)."""
+    folders it appends to sys.path, and `roots`: the repository root a `pip install -e .` would put on the path).
+    A file that does not parse is listed, its imports not followed; migrate_program reports it when it reads it."""
     entry = entry.resolve()
     files, notes, todo, seen = [entry], [], [entry], {entry}
     while follow and todo:
         path = todo.pop(0)
         try:
             _, tree = parse_file(path)
-        except NpuportError as exc:
-            notes.append(f"skipped {path.name}: {exc.what}")
+        except NpuportError:
             continue
         for dep in local_imports(path, tree, roots):
             if dep not in seen:
@@ -178,18 +189,22 @@ def migrate_program(entry: Path | str, root: Path | str | None = None, follow: b
     entry = Path(entry)
     if not entry.is_file():
         raise NpuportError(f"cannot read {entry}", "an existing Python file", str(entry))
+    if entry.suffix != ".py":  # a config or notebook would be parsed as Python, or "migrated" to nothing
+        raise NpuportError(f"cannot migrate {entry}: not a Python script", "a Python source file ending in .py",
+                           f"a {entry.suffix or 'suffix-less'} file")
     base = Path(root).resolve() if root else Path.cwd().resolve()
     paths, notes = program_files(entry, follow, [base] if root else None)
     parsed: list[_Parsed] = []
+    skipped: dict[str, str] = {}
     for path in paths:
         try:
             text, tree = parse_file(path)
         except NpuportError as exc:
             if path == paths[0]:
                 raise
-            notes.append(f"skipped {_display(path, base)}: {exc.what}")
+            skipped[_display(path, base)] = exc.render().replace(str(path), _display(path, base))
             continue
-        finder = Finder(text, tree)
+        finder = ProgramFinder(text, tree)
         refs = finder.run()
         parsed.append(_Parsed(path, _display(path, base), text, tree, refs, finder.import_edits()))
     # second pass: calls into the program's own CUDA-only modules (Triton kernels, extension wrappers) are references
@@ -198,26 +213,65 @@ def migrate_program(entry: Path | str, root: Path | str | None = None, follow: b
         for p in parsed:
             own = {k: v for k, v in cuda.items() if not v.startswith((p.path.name + " ", p.path.name + ":"))}
             if own:
-                finder = Finder(p.text, p.tree, cuda_modules=own)
+                finder = ProgramFinder(p.text, p.tree, cuda_modules=own)
                 p.refs = finder.run()
                 p.import_edits = finder.import_edits()
-    held: dict[str, list[str]] = {}
+    holds = _holds(parsed, list(skipped))
+    notes += [_hold_note(group, where) for group, where in holds.items()]
+    if "device" in holds:
+        coupled = [f"{p.display}:{r.line}" for p in parsed for r in p.refs if (r.edits or r.via_import) and coupled_reason(r)]
+        if coupled:
+            notes.append(f"{len(coupled)} move(s) to the device or device check(s) held back with the \"cuda\" device "
+                         f"strings, since alone they would change the branches too: {_first(coupled)} (listed below)")
+    files = [_migrate(p, set(holds)) for p in parsed]
+    return Program(files=files, notes=notes, held={g: [w for w, _ in where] for g, where in holds.items()}, skipped=skipped)
+
+
+# why a group of strings is held back: a string npuport cannot follow, a device check or move it cannot rewrite
+# (strings rewritten beside it would take another branch), a module of the program it could not read
+_STRING, _CHECK, _UNREAD = "string", "check", "unread"
+
+
+def _holds(parsed: list[_Parsed], skipped: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """group -> (where, why) of everything that keeps the group's strings unchanged in every file."""
+    out: dict[str, list[tuple[str, str]]] = {}
     for p in parsed:
         for r in p.refs:
             if r.group and r.blocker:
-                held.setdefault(r.group, []).append(f"{p.display}:{r.line}")
-    for group, where in held.items():
-        notes.append(f"{GROUP_NAMES[group]} left unchanged in every file: {', '.join(where[:5])}"
-                     + (f" (+{len(where) - 5} more)" if len(where) > 5 else "")
-                     + " use(s) the string in a way npuport cannot follow, and rewriting the others alone would change "
-                       "which branches the program takes; change them together by hand")
-    files = [_migrate(p, held) for p in parsed]
-    return Program(files=files, notes=notes, held=held)
+                out.setdefault(r.group, []).append((f"{p.display}:{r.line}", _STRING))
+            elif not r.edits and not r.via_import and coupled_reason(r):
+                out.setdefault("device", []).append((f"{p.display}:{r.line}", _CHECK))
+    if skipped:  # its tests are invisible: strings passed to it may be compared with "cuda" there
+        groups = {r.group for p in parsed for r in p.refs if r.group}
+        groups |= {"device"} if any(coupled_reason(r) for p in parsed for r in p.refs) else set()
+        for group in sorted(groups):
+            out.setdefault(group, []).extend((name, _UNREAD) for name in skipped)
+    return out
 
 
-def _migrate(p: _Parsed, held: dict[str, list[str]]) -> Migration:
-    kept = [r for r in p.refs if r.edits and r.group not in held]
-    edits = sorted(set([e for r in kept for e in r.edits] + p.import_edits), key=lambda e: e.start)
+def _first(where: list[str]) -> str:
+    return ", ".join(where[:5]) + (f" (+{len(where) - 5} more)" if len(where) > 5 else "")
+
+
+def _hold_note(group: str, where: list[tuple[str, str]]) -> str:
+    clauses = []
+    for kind, text in ((_STRING, "use(s) the string in a way npuport cannot follow"),
+                       (_CHECK, "check(s) or select(s) the device in a way npuport cannot rewrite"),
+                       (_UNREAD, "could not be read (the strings may reach a test there)")):
+        places = [w for w, k in where if k == kind]
+        if places:
+            clauses.append(f"{_first(places)} {text}")
+    return (f"{GROUP_NAMES[group]} left unchanged in every file: {'; '.join(clauses)}, and rewriting the others "
+            "alone would change which branches the program takes; change them together by hand")
+
+
+def _migrate(p: _Parsed, held: set[str]) -> Migration:
+    # while the device strings are held back, so are the edits that only keep behaviour together with them
+    coupled = {id(r): why for r in p.refs if (why := coupled_reason(r))} if "device" in held else {}
+    held_imports, held_names = coupled_import_edits(p.text, p.tree, p.import_edits) if "device" in held else (set(), set())
+    kept = [r for r in p.refs if r.edits and r.group not in held and id(r) not in coupled]
+    imports = [e for e in p.import_edits if e not in held_imports]
+    edits = sorted(set([e for r in kept for e in r.edits] + imports), key=lambda e: e.start)
     added = bool(edits) and not _imports_torch_npu(p.tree)
     applied = list(edits)
     if added:
@@ -231,11 +285,32 @@ def _migrate(p: _Parsed, held: dict[str, list[str]]) -> Migration:
         raise AssertionError(f"migration of {p.path} produced invalid Python at line {exc.lineno}: {exc.msg}") from exc
     remaining = []
     for r in p.refs:
-        done = (bool(r.edits) and r.group not in held) or (r.via_import and not r.edits)
-        if not done:
+        why = _held_why(r, held, coupled.get(id(r)), held_names)
+        if why:
+            remaining.append(_held_diagnostic(r, p.display, why))
+        elif not (r.edits or r.via_import):
             remaining.append(diagnostic(r, p.display, migrated=False))
     return Migration(path=p.path, original=p.text, migrated=migrated, edits=edits, added_import=added,
                      remaining=remaining, display=p.display, refs=list(p.refs))
+
+
+def _held_why(r: Ref, held: set[str], coupled: str | None, held_names: set[str]) -> str | None:
+    """Why a reference migrate could rewrite is left (None: rewritten, or nothing to rewrite)."""
+    if r.edits and r.group in held:
+        return f"the {GROUP_NAMES[r.group]} are held back, see the note"
+    if (r.edits or r.via_import) and coupled:
+        return f"{coupled}; the \"cuda\" device strings are held back, see the note"
+    if coupled:  # through an alias (`import torch.cuda as tc`): it is what holds the strings back
+        return f"{coupled}; npuport cannot rewrite it here, so the \"cuda\" device strings are held back with it"
+    if r.via_import and not r.edits and cuda_name(r) in held_names:
+        return "imported in one statement with a torch.cuda device check that is held back, see the note"
+    return None
+
+
+def _held_diagnostic(r: Ref, display: str, why: str) -> Diagnostic:
+    """A rewrite held back is a hand change, whatever the level of the diagnostic it would have cleared."""
+    d = diagnostic(dataclasses.replace(r, detail=f"{r.detail} (not ported: {why})"), display, migrated=False)
+    return dataclasses.replace(d, level="warning" if d.level == "info" else d.level)
 
 
 def migrate_file(path: Path | str) -> Migration:

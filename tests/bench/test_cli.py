@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from npuport.cli.main import cli
+from npuport.cost.roofline import default_chip
 from tests.bench.conftest import FIX
 
 FAST = ["--reps", "5", "--warmup", "1", "--budget", "0.05", "--rotate-mb", "1", "--quiet"]
@@ -25,6 +27,8 @@ def run(*args):
     (["bench", str(FIX / "tiny.py"), "--candidates", "eager,fast"], "unknown candidate"),
     (["bench", "--from", str(FIX / "tiny.py")], "not valid JSON"),
     (["bench", str(FIX / "tiny.py"), "--chip", "B300"], "unknown chip"),
+    # a Hugging Face config without --hf: a user error, not importlib's AssertionError
+    (["bench", str(FIX.parents[2] / "examples" / "configs" / "gpt2.json")], "is not a Python model file"),
 ])
 def test_bad_input_exits_2(args, needle):
     res = run(*args)
@@ -141,3 +145,58 @@ def test_bench_from_another_folder_does_not_time_another_model(tmp_path, monkeyp
     data = json.loads((tmp_path / "sub" / "b.json").read_text())
     e2e = data["end_to_end"]
     assert not e2e.get("step") and "is not the audited model" in e2e["error"], e2e
+
+
+def _cases(data):
+    return [(c["op"], c["signature"], c["estimated_s"], c["estimate_chip"]) for c in data["cases"]]
+
+
+def test_the_estimates_chip_is_named_and_the_same_as_the_audits(tmp_path):
+    # without --chip on cpu the estimates were silently an H200's, and the audit's default chip is another: the same
+    # op got another estimate from `bench MODEL` than from `bench --from` its audit, and --ops picked other ops
+    target = default_chip()
+    args = ["--scenario", "prefill:batch=2,seq=16", "--ops", "2", "--shapes", "1", "--no-kernel-check", "--no-e2e", *FAST]
+    res = run("bench", str(FIX / "tiny.py"), "--device", "cpu", "--format", "json", *args)
+    assert res.exit_code == 0, res.output
+    now = json.loads(res.output)
+    assert now["device"]["chip"] is None
+    assert now["estimate_chip"] == target and now["estimate_chip_source"] == "default target chip"
+    assert any(f"estimates are for {target}, the default target chip" in n for n in now["notes"])
+    audit = tmp_path / "audit.json"
+    res = run("audit", str(FIX / "tiny.py"), "--scenario", "prefill:batch=2,seq=16", "--format", "json", "-o", str(audit), "--quiet")
+    assert res.exit_code == 0, res.output
+    res = run("bench", "--from", str(audit), "--device", "cpu", "--format", "json", *args)
+    assert res.exit_code == 0, res.output
+    later = json.loads(res.output)
+    assert later["estimate_chip"] == target and later["estimate_chip_source"] == "the audit JSON's chip"
+    assert [c[:2] + c[3:] for c in _cases(later)] == [c[:2] + c[3:] for c in _cases(now)] and _cases(now)
+    assert [c[2] for c in _cases(later)] == pytest.approx([c[2] for c in _cases(now)])
+    # the text header names the chip and why; the ratio line names it too
+    res = run("bench", str(FIX / "tiny.py"), "--device", "cpu", *args)
+    assert res.exit_code == 0, res.output
+    header = " ".join(res.output.split("measured:")[0].split())
+    assert f"roofline no chip profile; estimates {target} (default target chip)" in header
+    assert f"x the {target} roofline estimate of" in res.output
+    # --chip names its own chip (and is the roofline the attainment is on)
+    res = run("bench", str(FIX / "tiny.py"), "--device", "cpu", "--chip", "H200", "--format", "json", *args)
+    assert res.exit_code == 0, res.output
+    chosen = json.loads(res.output)
+    assert (chosen["estimate_chip"], chosen["estimate_chip_source"], chosen["device"]["chip"]) == ("H200", "--chip", "H200")
+    assert {c["estimate_chip"] for c in chosen["cases"]} == {"H200"}
+
+
+def test_emit_force_replaces_the_earlier_runs_scripts(tmp_path):
+    repro = tmp_path / "repro"
+    args = ["--device", "cpu", "--shapes", "1", "--no-kernel-check", "--no-e2e", "--emit", str(repro), *FAST]
+    res = run("bench", str(FIX / "tiny.py"), "--scenario", "prefill:batch=2,seq=16", "--ops", "1", *args)
+    assert res.exit_code == 0, res.output
+    first = sorted(p.name for p in repro.iterdir())
+    (repro / "keep.txt").write_text("the user's", encoding="utf-8")
+    res = run("bench", str(FIX / "tiny.py"), "--scenario", "prefill:batch=2,seq=32", "--ops", "1", *args)
+    assert res.exit_code == 2 and "already holds repro scripts" in res.output
+    res = run("bench", str(FIX / "tiny.py"), "--scenario", "prefill:batch=2,seq=32", "--ops", "1", "--force",
+              "--format", "json", *args)
+    assert res.exit_code == 0, res.output
+    second = sorted(Path(p).name for p in json.loads(res.output)["emitted"])
+    assert second and not set(first) & set(second)  # other sizes: other names
+    assert sorted(p.name for p in repro.iterdir()) == sorted([*second, "keep.txt"])

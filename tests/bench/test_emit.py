@@ -11,6 +11,7 @@ import pytest
 
 from npuport.bench.cases import cases_from_report
 from npuport.bench.emit import call_source, emit_scripts
+from npuport.bench.emitted import earlier_scripts
 
 
 @pytest.mark.slow  # one fresh interpreter per emitted script
@@ -36,3 +37,20 @@ def test_call_source_keeps_recorded_arguments(tiny_audit):
     src = call_source(sdpa)
     assert src.startswith("torch.ops.aten.scaled_dot_product_attention.default(t[0], t[1], t[2]")
     assert "is_causal=True" in src
+
+
+def test_a_second_emit_replaces_the_first_runs_scripts_only(tiny_audit, tmp_path):
+    cases, _ = cases_from_report(tiny_audit, "prefill", top=10, shapes=1)
+    assert len(cases) >= 3
+    folder = tmp_path / "repro"
+    first = emit_scripts([(c, "") for c in cases[:3]], folder, "run 1")
+    mine = folder / "01_mine.py"  # a user's own numbered script: no marker, never deleted
+    mine.write_text('"""my own benchmark"""\n', encoding="utf-8")
+    (folder / "notes.txt").write_text("keep", encoding="utf-8")
+    link = folder / "09_link.py"  # bench never writes links: not one of its scripts, whatever it points at
+    link.symlink_to(first[0])
+    assert earlier_scripts(folder) == sorted(first)
+    second = emit_scripts([(c, "") for c in cases[1:2]], folder, "run 2")  # another case under 01_
+    assert earlier_scripts(folder) == second and second[0].name != first[0].name
+    assert "run 2" in second[0].read_text()
+    assert sorted(p.name for p in folder.iterdir()) == sorted([second[0].name, "01_mine.py", "09_link.py", "notes.txt"])

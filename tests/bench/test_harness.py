@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from npuport.bench.cases import cases_from_report
-from npuport.bench.endtoend import EndToEnd
+from npuport.bench.endtoend import EXCESS_TOLERANCE, EndToEnd
 from npuport.bench.harness import BenchOptions, bench_case
+from npuport.bench.runner import BenchReport, _collect_warnings
 from npuport.cost.roofline import get_chip
 from npuport.devices.timer import HostClock, Measurement
 from npuport.devices.timing_stats import summarize
@@ -71,3 +72,25 @@ def test_end_to_end_flags_each_op_faster_step_slower():
     assert "each op faster, the step slower" in text and "idle 0.900 ms" in text and "14 kernels" in text
     none = EndToEnd(None, 1.0, 0.0, 1, 1, error="no model")
     assert not none.flagged and "not timed" in none.verdict()
+
+
+def test_end_to_end_says_op_timings_that_exceed_the_step_do_not_add_up():
+    # the numbers of a noisy CPU run: the ops' sum is 59x the step, which "the step is the sum of its ops" contradicted
+    noisy = EndToEnd(_m(0.386e-3), ops_sum_s=22.0e-3, ops_estimated_s=0.804e-3, measured_calls=10, total_calls=12)
+    text = noisy.verdict()
+    assert noisy.ops_exceed_step and not noisy.flagged
+    assert "do not add up" in text and "sum of its ops" not in text and "59.1x" in text
+    assert "step 0.386 ms vs ops 22.804 ms" in text
+    assert noisy.to_json()["ops_exceed_step"] is True and noisy.to_json()["verdict"] == text
+    # a sum a little above the step is the normal cost of timing ops alone: still the sum of its ops
+    near = EndToEnd(_m(1.0e-3), ops_sum_s=(1 + EXCESS_TOLERANCE) * 1.0e-3 * 0.99, ops_estimated_s=0.0, measured_calls=1,
+                    total_calls=1)
+    assert not near.ops_exceed_step and "sum of its ops" in near.verdict()
+    over = EndToEnd(_m(1.0e-3), ops_sum_s=(1 + EXCESS_TOLERANCE) * 1.0e-3 * 1.01, ops_estimated_s=0.0, measured_calls=1,
+                    total_calls=1)
+    assert over.ops_exceed_step and "do not add up" in over.verdict()
+    assert not EndToEnd(None, 1.0, 0.0, 1, 1, error="no model").ops_exceed_step
+    # the report warns about it as it does about a step slower than its ops
+    rep = BenchReport({}, "prefill", "cpu", "x86_64", None, "host-monotonic", QUICK, [], [], e2e=noisy)
+    _collect_warnings(rep)
+    assert rep.warnings == [text]

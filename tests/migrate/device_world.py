@@ -39,6 +39,14 @@ class _Tensor:
         self.rec.calls.append(("Tensor.pin_memory", (), ()))
         return self
 
+    def cuda(self) -> "_Tensor":
+        self.rec.calls.append(("Tensor.cuda", (), ()))
+        return self
+
+    def npu(self) -> "_Tensor":  # what torch_npu adds
+        self.rec.calls.append(("Tensor.npu", (), ()))
+        return self
+
 
 class _Props:
     total_memory = 64 << 30
@@ -56,6 +64,7 @@ def _namespace(rec: _Recorder, prefix: str, available: bool) -> types.SimpleName
         setattr(ns, name, rec.fn(f"{prefix}.{name}"))
     ns.is_available = rec.fn(f"{prefix}.is_available", available)
     ns.is_bf16_supported = rec.fn(f"{prefix}.is_bf16_supported", available)
+    ns.device_count = rec.fn(f"{prefix}.device_count", 1 if available else 0)
     ns.max_memory_allocated = rec.fn(f"{prefix}.max_memory_allocated", 0)
     ns.get_device_properties = rec.fn(f"{prefix}.get_device_properties", props)
     ns.amp = types.SimpleNamespace(GradScaler=rec.fn(f"{prefix}.amp.GradScaler"))

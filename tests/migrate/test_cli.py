@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from npuport.cli.migrate import migrate
@@ -63,3 +64,25 @@ def test_a_root_that_cannot_take_the_diff_is_one_line(tmp_path: Path) -> None:
     for root, needle in ((tmp_path / "missing", "is not a folder"), (tmp_path, "does not hold")):
         res = _runner().invoke(migrate, [str(FIXTURES / "model.py"), "--root", str(root)])
         assert res.exit_code == 2 and needle in res.output and "Traceback" not in res.output, res.output
+
+
+def test_a_file_that_is_not_python_is_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text('{"device": "cuda"}\n')
+    res = _runner().invoke(migrate, [str(cfg)])
+    assert res.exit_code == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith(f"error: cannot migrate {cfg}")
+    assert "expected a Python source file ending in .py" in res.stderr and "received: a .json file" in res.stderr
+
+
+def test_an_unreadable_local_module_is_reported_once_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the reviewer's case: helper.py (Python 3.12 `type` syntax, or any file that does not parse) tests the string
+    (tmp_path / "train.py").write_text('import torch, helper\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
+                                       "helper.setup(device)\n")
+    (tmp_path / "helper.py").write_text('type Dev = str\ndef setup(device):\n    if device == "cuda" print("fast")\n')
+    monkeypatch.chdir(tmp_path)
+    res = _runner().invoke(migrate, ["train.py"])
+    assert res.exit_code == 0 and res.stdout == ""  # nothing rewritten: the strings may reach helper.py's test
+    assert res.stderr.count("helper.py: not read, not ported") == 1 and "skipped" not in res.stderr
+    assert "2 file(s): 0 mechanical change(s); 2 reference(s) still need a hand change; 1 file(s) not read, not ported\n" in res.stderr
+    assert "all ported" not in res.stderr

@@ -149,8 +149,14 @@ def test_compare_cli_formats_and_an_ascend_side(tmp_path: Path) -> None:
     art = api.profile_import(npu)
     (step,) = art["steps"]
     assert 0 < step["host_s"] <= step["wall_s"] and 0 < step["kernel_s"] <= step["wall_s"]
-    data = json.loads(CliRunner().invoke(cli, ["profile", "compare", base, npu, "--format", "json"]).output)
+    res = CliRunner().invoke(cli, ["profile", "compare", base, npu, "--format", "json"])
+    data = json.loads(res.stdout)
     assert data["breakdown"]["new"]["communication_s"] > 0.1  # the NPU sample's allreduce (106 ms)
+    # a recorded CUDA run against an imported Ascend export: the walls are of one kind (the profiled steps'), the
+    # sides' models differ in nothing said; the notes are in the JSON and on stderr
+    assert data["breakdown"]["base"]["wall_from"] == data["breakdown"]["new"]["wall_from"] == "profiled steps"
+    assert any("only one side has steps timed without the profiler" in n for n in data["notes"])
+    assert "note: only one side" in res.stderr
     bad = CliRunner().invoke(cli, ["profile", "compare", base, str(tmp_path / "missing.json")])
     assert bad.exit_code == 2 and bad.output.startswith("error:")
 
@@ -272,7 +278,10 @@ def test_audit_joins_one_recorded_profile_per_scenario(tmp_path: Path) -> None:
     joins = {j["scenario"]: j for j in data["profile"]}
     assert set(joins) == {"prefill", "decode"}
     for name, j in joins.items():
-        assert j["shape_note"] is None and j["step"]["measured"]["step_from"] == "unprofiled median"
+        # recorded on this CPU, estimated for the default chip (an NPU): said, and nothing else is
+        assert j["shape_note"].startswith("the profile ran on") and ";" not in j["shape_note"]
+        assert "the estimate is not held against a run on its own kind of device" in j["shape_note"]
+        assert j["step"]["measured"]["step_from"] == "unprofiled median"
         assert j["modules"] and j["ops"] and 0 <= j["distance"] <= 1
         # the source line each measured op was traced to comes from the audit (model.py's own lines)
         assert any(src.startswith(str(GPT)) or "model.py:" in src for r in j["ops"] for src in r["sources"])
@@ -520,9 +529,61 @@ def test_reduce_overhead_records_the_compiled_step_and_counts_graphs_torch_did_n
     # replayed (no skip): its kernels per step against the compiled step's estimate, as a graph replay
     replayed = json.loads(json.dumps(art))
     replayed["recorded"]["compile"]["cudagraph_skips_after_steps"] = 0
+    replayed["device"] = "cuda"  # as a replay is recorded (this CPU run stands in for it)
     j = join(data, replayed, "prefill")
     assert j["captured"]["estimated_kernels"] == data["scenarios"][0]["step"]["kernels"] and j["compiled"] is None
-    assert j["shape_note"] is None and j["distance"] is None
+    assert j["shape_note"] is None and j["distance"] is None  # the H200 estimate of a run on CUDA: nothing to say
     # an eager audit of a reduce-overhead profile: the modes differ, said
     _, eager = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(chip="H200", scenarios=("prefill:batch=1,seq=16",)))
     assert "ran in reduce-overhead mode, the audit's prefill is timed in eager mode" in join(eager, replayed, "prefill")["shape_note"]
+
+
+BOOM = '''
+import torch
+
+
+class Boom(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        if x.shape[1] == 3:  # the decode scenario's shape: fails while recording it
+            raise RuntimeError("kaboom")
+        return self.fc(x)
+
+
+def build_model():
+    return Boom()
+
+
+def example_inputs(scenario):
+    return (torch.randn(scenario.batch, 3 if scenario.kind == "decode" else scenario.seq, 16),)
+'''
+
+
+def test_a_failed_scenario_keeps_the_finished_ones_whole_and_leaves_nothing_of_its_own(tmp_path: Path) -> None:
+    model = tmp_path / "boom.py"
+    model.write_text(BOOM)
+    out = tmp_path / "p"
+    res = CliRunner().invoke(cli, ["profile", "record", str(model), "--scenario", "prefill:batch=1,seq=4",
+                                   "--scenario", "decode:batch=1,past=4", "--warmup", "1", "--steps", "1",
+                                   "--timed-steps", "2", "--out-dir", str(out), "--quiet"])
+    assert res.exit_code == 2 and "kaboom" in res.stderr, res.output
+    # prefill finished before decode failed: its artifact and trace are written, side by side; nothing of decode
+    assert sorted(p.name for p in out.iterdir()) == ["prefill.profile.json", "prefill.trace.json.gz"]
+    assert load_artifact(out / "prefill.profile.json")["scenario"]["kind"] == "prefill"
+    # a run that records nothing leaves no folder it made
+    only = tmp_path / "q"
+    res = CliRunner().invoke(cli, ["profile", "record", str(model), "--scenario", "decode:batch=1,past=4",
+                                   "--warmup", "1", "--steps", "1", "--out-dir", str(only), "--quiet"])
+    assert res.exit_code == 2 and not only.exists()
+
+
+def test_the_record_summary_gives_the_step_compare_and_the_join_read(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["profile", "record", str(GPT), "--scenario", "prefill:batch=1,seq=16",
+                                   "--warmup", "1", "--steps", "1", "--timed-steps", "3", "--out-dir", str(tmp_path / "p")])
+    assert res.exit_code == 0, res.output
+    art = load_artifact(tmp_path / "p" / "prefill.profile.json")
+    from npuport.render.fmt import fmt_time
+    assert f"step {fmt_time(art['unprofiled']['median_s'])} wall (median of 3 unprofiled)" in res.stderr
