@@ -13,7 +13,6 @@ Exit codes: 0 parity holds, 1 divergence, 2 usage or input error.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,6 +33,7 @@ from npuport.cli.options import (
 )
 from npuport.errors import NpuportError
 from npuport.model.scenarios import parse_scenario
+from npuport.parity.identity import check_asked, record_manifest
 
 FORMATS = ("text", "json", "markdown", "html")
 DEFAULT_SCENARIO = "prefill:batch=1,seq=128"
@@ -146,6 +146,7 @@ def run_cmd(scenario: str, model: str | None, hf_config: str | None, output: str
       npuport parity --ref cuda --dev npu model.py --format html -o parity.html --json-out parity.json
     """
     check_new([output, json_out], force, inputs=[model, hf_config, _.get("ref"), _.get("dev"), _.get("golden")])
+    _same_as_records(_.get("ref"), _.get("dev"), _.get("golden"))
     _checks(scenario, quiet, model, hf_config)
 
 
@@ -172,32 +173,27 @@ def compare_cmd(scenario: str, model: str | None, hf_config: str | None, output:
       torchrun --nproc-per-node 8 $(which npuport) parity compare model.py --ref REF_DIR --dev npu
     """
     check_new([output, json_out], force, inputs=[model, hf_config, _.get("ref"), _.get("dev"), _.get("golden")])
-    if click.get_current_context().get_parameter_source("scenario") is ParameterSource.COMMANDLINE:
-        _same_as_record(scenario, _.get("ref"))
+    _same_as_records(_.get("ref"), _.get("dev"), _.get("golden"))
     _checks(scenario, quiet, model, hf_config)
 
 
-def _same_as_record(scenario: str, ref: str | None) -> None:
-    """compare runs the record's own step: a --scenario that names another one (its kind, or a size given in it) was
-    silently ignored; it is refused. Sizes left out are not compared (the record's may have been fit to the model's
-    context)."""
-    manifest = Path(ref or "") / "manifest.json"
-    try:
-        recorded = json.loads(manifest.read_text(encoding="utf-8")).get("scenario")
-    except (OSError, ValueError, AttributeError):
-        return  # not a readable record: the compare itself says what is wrong with it
-    if not isinstance(recorded, dict):
+def _same_as_records(*sides: str | None) -> None:
+    """A side that is a record runs (or was run with) the record's own step, seed and dtype: one of those options
+    given here that names another was silently ignored; it is refused (npuport.parity.identity.check_asked). Only
+    options given on the command line count: their defaults are not a request."""
+    ctx = click.get_current_context()
+
+    def given(name: str) -> Any:
+        source = ctx.get_parameter_source(name)
+        return ctx.params.get(name) if source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP) else None
+
+    asked = {"scenario": given("scenario"), "seed": given("seed"), "dtype": given("dtype")}
+    if all(v is None for v in asked.values()):
         return
-    want = parse_scenario(scenario)
-    opts = scenario.partition(":")[2]
-    differ = want.kind != recorded.get("kind") or "batch=" in opts and want.batch != recorded.get("batch")
-    for k in ("seq", "past"):  # the record may hold a size shortened to the model's context: only longer differs
-        got = recorded.get(k)
-        differ = differ or f"{k}=" in opts and isinstance(got, int) and got > getattr(want, k)
-    if differ:
-        raise NpuportError("--scenario names another step than the record's", "the record's own step (leave --scenario "
-                           f"out): {recorded.get('kind')} batch {recorded.get('batch')} x {recorded.get('seq')}"
-                           + (f", past {recorded.get('past')}" if recorded.get("past") else ""), scenario)
+    for side in sides:
+        manifest = record_manifest(side) if side and Path(side).is_dir() else None
+        if manifest is not None:  # not a readable record: loading it says what is wrong with it
+            check_asked(manifest, str(side), **asked)
 
 
 @parity.command("record", cls=Command, impl="npuport.cli.parity_impl:record_cmd")

@@ -137,6 +137,7 @@ class Capturer:
         cap = self._finished(rec, caught)
         faults = [m for m in hits if hasattr(m, "hits")]
         cap.fault_hits = faults[0].hits if faults else None
+        cap.fault_seen = sorted(faults[0].seen) if faults else []
         return cap
 
 

@@ -73,6 +73,7 @@ class Capture:
     op_sequence: list[str] | None
     warnings: list[str] = field(default_factory=list)
     fault_hits: int | None = None
+    fault_seen: list[str] = field(default_factory=list)  # the ops that ran inside the fault's module
     stats_kernels: set[str] = field(default_factory=set)  # the reducers that computed `stats` (stats.py)
     dist: dict[int, dict[str, Any]] = field(default_factory=dict)  # blob -> placement of a sharded tensor (shards.py)
     compiled: str | None = None  # the torch.compile backend the step ran under (None: eager)

@@ -45,10 +45,15 @@ class FaultMode(TorchDispatchMode):
         self.spec = spec
         self.current_module = current_module
         self.hits = 0
+        self.seen: set[str] = set()  # the ops that ran inside the module: what to say when the fault never fired
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if op_name(func) != self.spec.op or self.current_module() != self.spec.module:
+        if self.current_module() != self.spec.module:
+            return out
+        name = op_name(func)
+        self.seen.add(name)
+        if name != self.spec.op:
             return out
         self.hits += 1
         with _disable_current_modes():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,8 +17,10 @@ import torch
 
 import npuport
 from npuport.devices.device import Device, parse_device, preserved_numerics
+from npuport.errors import NpuportError
 from npuport.parity.artifact import check_writable, save_artifact
-from npuport.parity.entries import Capture
+from npuport.parity.entries import Capture, CaptureOptions
+from npuport.parity.identity import model_identity
 from npuport.parity.procgroup import RankInfo, process_group, rank_device
 from npuport.parity.ranked import write_ranked
 from npuport.parity.session import GENERATOR, LiveSide, Prepared, RunOptions, Target, input_record, prepare, run_side
@@ -38,11 +39,8 @@ def say(progress: Progress, msg: str) -> None:
 def side_manifest(prep: Prepared, side: LiveSide, opts: RunOptions, target: Target) -> dict[str, Any]:
     lm, dev = prep.lm, side.device
     model: dict[str, Any] = {"name": lm.name, "origin": lm.origin, "kind": "hf" if target.hf_config else "file",
-                             "signature": prep.signature, "parameters": lm.parameters, "entry": target.entry, "attn": target.attn}
-    if lm.config is not None:
-        model["config_sha256"] = hashlib.sha256(json.dumps(lm.config, sort_keys=True).encode()).hexdigest()
-    elif lm.source_files:
-        model["file_sha256"] = hashlib.sha256(Path(lm.source_files[0]).read_bytes()).hexdigest()
+                             "signature": prep.signature, "parameters": lm.parameters, "entry": target.entry, "attn": target.attn,
+                             "max_positions": lm.max_positions, **model_identity(lm.config, lm.module, lm.source_files)}
     cap = side.capture
     mods = cap.module_sequence
     ops = cap.op_sequence
@@ -79,6 +77,7 @@ def record(target: Target, device: str, opts: RunOptions, out_dir: str, force: b
     """Run MODEL on `device` and write the artifact to `out_dir` (atomically). Under torchrun (or in a process group
     the caller made) every rank writes its own part and rank 0 the manifest naming them (ranked.py)."""
     with preserved_numerics():
+        check_keep(opts.capture)
         check_writable(out_dir, force)
         probe = parse_device(device)
         with process_group(probe.torch_device) as pg:
@@ -87,6 +86,20 @@ def record(target: Target, device: str, opts: RunOptions, out_dir: str, force: b
             spec = rank_device(device, pg.local_rank)
             talk = rank_progress(progress, pg)
             return write_ranked(pg, out_dir, force, lambda part: record_one(target, spec, opts, str(part), False, talk, pg))
+
+
+def check_keep(capture: CaptureOptions, record: str | None = None) -> None:
+    """--keep keeps modules in full in a stats-only capture; a full capture keeps every module already, so the
+    option did nothing, silently. `record`: the record the capture mode was taken from (a compare)."""
+    if not capture.keep or capture.mode == "stats":
+        return
+    keep = " ".join(f"--keep {k}" for k in capture.keep)
+    if record is None:
+        raise NpuportError("--keep keeps modules in full in a stats-only capture; without --stats-only every module "
+                           "is kept in full already", "--keep with --stats-only, or no --keep", f"{keep} without --stats-only")
+    raise NpuportError(f"--keep keeps modules in full in a stats-only capture; the record {record} is a full capture, "
+                       "so the side run now keeps every module in full already",
+                       "--keep only against a stats-only record, or no --keep", f"{keep} with a full record")
 
 
 def rank_progress(progress: Progress, pg: RankInfo) -> Progress:

@@ -22,11 +22,12 @@ from npuport.errors import NpuportError
 from npuport.parity.artifact import MANIFEST, Artifact, check_record, step_spec
 from npuport.parity.compare import Comparison, compare
 from npuport.parity.entries import Capture, CaptureOptions
+from npuport.parity.identity import check_same_records
 from npuport.parity.localize import FirstDivergence, first_divergence, replay
 from npuport.parity.procgroup import process_group, rank_device, torchrun_env
 from npuport.parity.ranked import RankedArtifact, load_side, write_ranked
 from npuport.parity.rankwise import RankView, compare_ranks, same_layout
-from npuport.parity.recording import Progress, device_json, rank_progress, record, record_one, say
+from npuport.parity.recording import Progress, check_keep, device_json, rank_progress, record, record_one, say
 from npuport.parity.session import LiveSide, RunOptions, Target, inputs_from_artifact, prepare, run_side
 from npuport.parity.tolerances import Tolerances, load_tolerances
 
@@ -105,8 +106,9 @@ def _under_torchrun(ref: str, dev: str, target: Target | None, opts: RunOptions,
                            f"--ref {ref} --dev {dev}" + (f" --golden {golden}" if golden else "") + ("" if target else ", no MODEL"))
     base = _record(load_side(ref))
     opts = replace(_options_from(base.manifest, opts), store_weights=False)
+    check_keep(opts.capture, ref)
     if target.dtype is None:
-        target = replace(target, dtype=base.manifest["dtype_policy"].get("requested"))
+        target = replace(target, dtype=record_dtype(base.manifest, target))
     stored = inputs_from_artifact(base.manifest, base.inputs())
     with process_group(parse_device(dev).torch_device) as pg:
         assert pg is not None
@@ -153,7 +155,11 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
     if base is not None:
         opts = _options_from(base.manifest, opts)
         if target is not None and target.dtype is None:
-            target = replace(target, dtype=base.manifest["dtype_policy"].get("requested"))
+            target = replace(target, dtype=record_dtype(base.manifest, target))
+    if opts.capture.keep and not devices:
+        raise NpuportError("--keep keeps modules in full in a side run now; every side here is a record",
+                           "--keep with a device to run on (--dev npu)", " ".join(f"--keep {k}" for k in opts.capture.keep))
+    check_keep(opts.capture, str(base.path) if base is not None else None)
     tols = tols.with_overrides(tf32=opts.policy.allow_tf32 or _any_tf32(arts))
     ranked = {r: a for r, a in arts.items() if isinstance(a, RankedArtifact)}
     if ranked and not devices and len(ranked) == len(arts) and same_layout(list(ranked.values())):
@@ -178,6 +184,7 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
     if "ref" in arts and "dev" in arts:
         same_step(arts["ref"].manifest["scenario"], arts["dev"].manifest["scenario"])
         same_seed(arts["ref"].manifest, arts["dev"].manifest)
+    notes = check_same_records({r: arts[r].manifest for r, _ in specs if r in arts}) if len(arts) > 1 else []
     if "golden" in arts:
         float64_golden(arts["golden"])
     say(progress, "comparing")
@@ -196,7 +203,7 @@ def _compare_sides(ref: str, dev: str, target: Target | None, opts: RunOptions, 
         else:
             first.notes.append("no replay: the dev side is a recorded artifact (run compare with --dev DEVICE to replay)")
     sides = [_side_info(r, arts.get(r), live.get(r)) for r, _ in specs]
-    warns = [w for c in caps.values() for w in c.warnings] + comp.notes
+    warns = [w for c in caps.values() for w in c.warnings] + comp.notes + notes
     if prep is not None:
         warns += prep.notes
     view = None
@@ -217,6 +224,7 @@ def _per_rank(arts: dict[str, RankedArtifact], roles: list[str], tols: Tolerance
         raise NpuportError("the two artifacts were recorded from different models", "records of the same model",
                            f"{ref.manifest['model']['name']} vs {dev.manifest['model']['name']}")
     same_step(ref.manifest["scenario"], dev.manifest["scenario"])
+    notes = check_same_records({r: arts[r].manifest for r in roles})
     say(progress, f"comparing rank by rank ({ref.world_size} ranks)")
     view = compare_ranks(ref, dev, tols, arts.get("golden"), allow_unmatched)
     for r in view.ranks:
@@ -224,7 +232,7 @@ def _per_rank(arts: dict[str, RankedArtifact], roles: list[str], tols: Tolerance
             r.first.notes.append("no replay: the dev side is a recorded artifact (run compare with --dev DEVICE to replay)")
     worst = view.ranks[view.worst or 0]
     sides = [_side_info(r, arts[r], None) for r in roles]
-    warns = sorted({w for a in arts.values() for p in a.parts for w in p.capture.warnings})
+    warns = sorted({w for a in arts.values() for p in a.parts for w in p.capture.warnings} | set(notes))
     return ParityResult(worst.comparison, worst.first, sides, tols, ref.manifest["scenario"], warns, ranks=view)
 
 
@@ -251,6 +259,15 @@ def _options_from(manifest: dict[str, Any], opts: RunOptions) -> RunOptions:
                             npu_compatible_impl=opts.policy.npu_compatible_impl, npu_precision_mode=opts.policy.npu_precision_mode)
     return replace(opts, scenario=scenario, seed=int(manifest["rng"]["seed"]), capture=capture, policy=policy,
                    train_mode=bool(manifest["dtype_policy"].get("train_mode")))
+
+
+def record_dtype(manifest: dict[str, Any], target: Target) -> str | None:
+    """The dtype a model is built in to match a record: the one asked there; for an HF config with none asked, the
+    dtype its model was built in (a copy of the config whose torch_dtype differs is still the same model, which a
+    model file's native dtypes cannot be cast to without changing a model of mixed dtypes)."""
+    policy = manifest["dtype_policy"]
+    built = policy.get("model_dtype")
+    return policy.get("requested") or (built if target.hf_config and built in ("float32", "float16", "bfloat16") else None)
 
 
 def _side_info(role: str, art: Artifact | RankedArtifact | None, live: LiveSide | None) -> SideInfo:

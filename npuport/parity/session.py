@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import difflib
 import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -22,6 +23,7 @@ from npuport.model.loading import LoadedModel, describe_exception, load_target, 
 from npuport.model.scenarios import Scenario, fit_to_context, parse_scenario
 from npuport.parity.capture import run_capture
 from npuport.parity.entries import Capture, CaptureOptions
+from npuport.parity.identity import check_same_model, file_note, model_identity
 from npuport.parity.modes import FaultMode, Float64Mode
 from npuport.parity.shards import full_value
 from npuport.parity.tree import from_spec, map_tensors, opaque_types, to_spec
@@ -102,6 +104,12 @@ def prepare(target: Target, opts: RunOptions, weights: dict[str, torch.Tensor] |
     lm.module.train(opts.train_mode)
     sig = signature(lm.module)
     notes: list[str] = []
+    if recorded is not None:  # another config (rope_theta, say) keeps the signature and seeded weights: said first
+        live = dict(model_identity(lm.config, lm.module, lm.source_files), origin=lm.origin)
+        check_same_model(recorded["model"], live)
+        note = file_note(recorded["model"], live, "the model file differs from the record's")
+        if note:
+            notes.append(note)
     if recorded is not None and recorded["model"]["signature"] != sig:
         raise NpuportError("the artifact was recorded from another model",
                            f"model {recorded['model']['name']!r} with state-dict signature {recorded['model']['signature'][:12]}",
@@ -232,7 +240,26 @@ def run_side(prep: Prepared, device: Device, opts: RunOptions, module: torch.nn.
         except Exception as exc:
             raise NpuportError(f"the model failed on {device.label}", "a forward that runs on this device",
                                describe_exception(exc)) from None
+    if device.fault is not None and not cap.fault_hits:
+        fault_never_fired(device, module, cap.fault_seen)
     return LiveSide(device, module, cap, settings)
+
+
+def fault_never_fired(device: Device, module: torch.nn.Module, seen: list[str]) -> None:
+    """A fault whose op never ran inside its module perturbs nothing: the run would pass and prove nothing about
+    localisation. Said as an input error, with what did run there (or the module names it may have meant)."""
+    fault = device.fault
+    assert fault is not None
+    if seen:
+        raise NpuportError(f"the fault {device.spec} never fired: {fault.op} never ran inside {fault.module}",
+                           f"an op that runs there ({', '.join(seen[:8])}{', ...' if len(seen) > 8 else ''})", fault.op)
+    names = [n for n, _ in module.named_modules() if n]
+    if fault.module in names:
+        raise NpuportError(f"the fault {device.spec} never fired: {fault.module} ran no op in this step",
+                           "a module that runs ops in this scenario", fault.module)
+    close = difflib.get_close_matches(fault.module, names, n=3) or names[:3]
+    raise NpuportError(f"the fault {device.spec} never fired: the model has no module {fault.module}",
+                       f"a module path of the model, such as {', '.join(close)}", fault.module)
 
 
 COMPILE_BACKEND = "inductor"  # torch.compile's default, on CUDA and (torch_npu's) on the NPU; tests swap in aot_eager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -94,8 +95,18 @@ def test_partial_and_corrupt(full_ref, tmp_path):
 def test_artifact_from_another_model(full_ref, tmp_path):
     other = tmp_path / "other.json"
     other.write_text(json.dumps(dict(LLAMA, intermediate_size=96)))
-    with pytest.raises(NpuportError, match="recorded from another model"):
+    # the configs are compared first: the error names what differs, not only the state-dict signature
+    with pytest.raises(NpuportError, match="made from another model config .*: intermediate_size 128 vs 96"):
         run_parity(str(full_ref), "cpu", Target(hf_config=str(other)), RunOptions())
+    # a record made before the manifest held the config: its signature still tells another architecture
+    m = json.loads((full_ref / "manifest.json").read_text())
+    m["model"].pop("config")
+    m["model"].pop("config_sha256")
+    old = tmp_path / "old"
+    shutil.copytree(full_ref, old)
+    (old / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(NpuportError, match="recorded from another model"):
+        run_parity(str(old), "cpu", Target(hf_config=str(other)), RunOptions())
 
 
 def test_regenerated_weights_must_match(llama_config, tmp_path):

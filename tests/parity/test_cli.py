@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 
 from npuport.cli.main import cli
 
-from .conftest import SCEN, fault
+from .conftest import LLAMA, SCEN, fault
 
 
 def run(*args: str):
@@ -141,15 +142,121 @@ def test_a_scenario_other_than_the_records_is_refused(two_steps, llama_config):
     # compare runs the record's own step; a --scenario naming another was silently ignored
     r = run("compare", "--hf", llama_config, "--ref", str(two_steps / "pre"), "--dev", "cpu", "--scenario", "decode",
             "--quiet")
-    assert r.exit_code == 2 and r.output.startswith("error: --scenario names another step than the record's"), r.output
+    assert r.exit_code == 2 and r.output.startswith("error: --scenario decode is not the step the record"), r.output
+    assert "expected the record's own step, prefill batch 1 x 16, or no --scenario" in r.output
     r = run("compare", "--hf", llama_config, "--ref", str(two_steps / "pre"), "--dev", "cpu", "--scenario", SCEN, "--quiet")
     assert r.exit_code == 0, r.output
-    # a size shorter than the record's differs; a longer one may be what the record shortened to the model's context
+    # a size other than the record's differs, shorter or longer (a longer one ran the record's step, silently)
     dec = str(two_steps / "dec")
-    r = run("compare", "--hf", llama_config, "--ref", dec, "--dev", "cpu", "--scenario", "decode:past=4", "--quiet")
-    assert r.exit_code == 2 and "another step than the record's" in r.output, r.output
-    r = run("compare", "--hf", llama_config, "--ref", dec, "--dev", "cpu", "--scenario", "decode:past=100000", "--quiet")
+    for past in ("4", "100000"):
+        r = run("compare", "--hf", llama_config, "--ref", dec, "--dev", "cpu", "--scenario", f"decode:past={past}", "--quiet")
+        assert r.exit_code == 2 and r.output.startswith(f"error: --scenario decode:past={past} is not the step the "
+                                                        f"record {dec} holds"), r.output
+        assert "decode batch 1 x 1, past 8, or no --scenario" in r.output and len(r.output.splitlines()) == 1
+    # the run of a prefill of 64 tokens silently ran the record's 16 and passed
+    r = run("compare", "--hf", llama_config, "--ref", str(two_steps / "pre"), "--dev", "cpu", "--scenario",
+            "prefill:batch=1,seq=64", "--quiet")
+    assert r.exit_code == 2 and "received: --scenario prefill:batch=1,seq=64 (prefill batch 1 x 64)" in r.output, r.output
+
+
+def test_a_step_the_record_shortened_to_the_models_context_is_the_same_step(llama_config, tmp_path):
+    # the model has 128 positions: past=100000 was recorded as past=127, and asking for it again is that step
+    long = str(tmp_path / "long")
+    r = run("record", "--dev", "cpu", "--hf", llama_config, "--scenario", "decode:past=100000", "--stats-only",
+            "--out-dir", long, "--quiet")
     assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "long" / "manifest.json").read_text())["scenario"]["past"] == 127
+    r = run("compare", "--hf", llama_config, "--ref", long, "--dev", "cpu", "--scenario", "decode:past=100000", "--quiet")
+    assert r.exit_code == 0, r.output
+
+
+def test_run_with_a_record_side_and_seed_or_dtype_other_than_the_records_are_refused(two_steps, llama_config):
+    pre = str(two_steps / "pre")
+    # `run` with a record as one side checked nothing: it ran the record's prefill for a decode step and passed
+    r = run("run", "--ref", "cpu", "--dev", pre, "--hf", llama_config, "--scenario", "decode:past=8", "--quiet")
+    assert r.exit_code == 2 and r.output.startswith(f"error: --scenario decode:past=8 is not the step the record {pre} holds"), r.output
+    for args, needle in ((["--seed", "5"], f"error: --seed 5 is not the seed the record {pre} was made with (expected its seed 0"),
+                         (["--dtype", "bfloat16"], f"error: --dtype bfloat16 is not the dtype of the record {pre} (expected the record's float32")):
+        for cmd in (["run", "--ref", "cpu", "--dev", pre], ["compare", "--ref", pre, "--dev", "cpu"]):
+            r = run(*cmd, "--hf", llama_config, *args, "--quiet")
+            assert r.exit_code == 2 and r.output.startswith(needle) and len(r.output.splitlines()) == 1, r.output
+    # the record's own values, given explicitly, are no conflict
+    r = run("compare", "--ref", pre, "--dev", "cpu", "--hf", llama_config, "--seed", "0", "--dtype", "fp32",
+            "--scenario", SCEN, "--quiet")
+    assert r.exit_code == 0, r.output
+
+
+@pytest.fixture(scope="module")
+def other_configs(tmp_path_factory):
+    """The test model's config with another rope_theta (same names, shapes and seeded weights: only the numbers of
+    the rotary embedding differ), and a copy that differs only in what is not the model (dtype, metadata)."""
+    root = tmp_path_factory.mktemp("configs")
+    (root / "rope.json").write_text(json.dumps(dict(LLAMA, rope_theta=500000.0)))
+    (root / "copy.json").write_text(json.dumps(dict(LLAMA, torch_dtype="float32", transformers_version="4.40.0",
+                                                    _name_or_path="/models/tiny")))
+    return root
+
+
+def test_a_record_of_another_config_is_refused_not_blamed_on_the_device(two_steps, other_configs, llama_config):
+    pre = str(two_steps / "pre")
+    rope = str(other_configs / "rope.json")
+    r = run("compare", "--hf", rope, "--ref", pre, "--dev", "cpu", "--quiet")  # was: DIVERGED at model.rotary_emb
+    assert r.exit_code == 2 and r.output.startswith("error: the record was made from another model config"), r.output
+    assert llama_config in r.output and rope in r.output and "rope_parameters.rope_theta 10000.0 vs 500000.0" in r.output
+    assert len(r.output.splitlines()) == 1 and "DIVERGED" not in r.output
+    other = str(other_configs / "rec-rope")
+    r = run("record", "--dev", "cpu", "--hf", rope, "--scenario", SCEN, "--stats-only", "--out-dir", other, "--quiet")
+    assert r.exit_code == 0, r.output
+    r = run("compare", "--ref", pre, "--dev", other, "--quiet")
+    assert r.exit_code == 2 and r.output.startswith("error: the ref and dev records were made from different model "
+                                                    "configs"), r.output
+    assert "rope_theta 10000.0 vs 500000.0" in r.output
+
+
+def test_a_copy_of_the_config_that_differs_only_in_dtype_and_metadata_is_the_same_model(two_steps, other_configs):
+    copy = str(other_configs / "copy.json")
+    r = run("compare", "--hf", copy, "--ref", str(two_steps / "pre"), "--dev", "cpu", "--quiet")
+    assert r.exit_code == 0, r.output
+    rec = str(other_configs / "rec-copy")
+    assert run("record", "--dev", "cpu", "--hf", copy, "--scenario", SCEN, "--stats-only", "--out-dir", rec,
+               "--quiet").exit_code == 0
+    r = run("compare", "--ref", str(two_steps / "pre"), "--dev", rec, "--quiet")
+    assert r.exit_code == 0, r.output
+
+
+def test_keep_without_stats_only_is_refused(two_steps, llama_config, tmp_path):
+    keep = ["--keep", "model.layers.1*"]
+    r = run("--ref", "cpu", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN, *keep, "--quiet")
+    assert r.exit_code == 2 and r.output.startswith("error: --keep keeps modules in full in a stats-only capture; "
+                                                    "without --stats-only"), r.output
+    assert "received: --keep model.layers.1* without --stats-only" in r.output and len(r.output.splitlines()) == 1
+    r = run("record", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN, *keep, "--out-dir", str(tmp_path / "k"), "--quiet")
+    assert r.exit_code == 2 and "without --stats-only" in r.output and not (tmp_path / "k").exists(), r.output
+    pre = str(two_steps / "pre")
+    r = run("compare", "--ref", pre, "--dev", pre, *keep, "--quiet")  # no side runs now: nothing to keep
+    assert r.exit_code == 2 and "every side here is a record" in r.output, r.output
+    # with --stats-only the kept modules are stored in full
+    r = run("record", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN, "--stats-only", *keep, "--out-dir",
+            str(tmp_path / "kept"), "--quiet")
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((tmp_path / "kept" / "manifest.json").read_text())
+    assert manifest["capture"]["keep"] == ["model.layers.1*"] and "tensors.safetensors" in manifest["files"]
+    full = run("record", "--dev", "cpu", "--hf", llama_config, "--scenario", SCEN, "--out-dir", str(tmp_path / "full"), "--quiet")
+    assert full.exit_code == 0, full.output
+    r = run("compare", "--ref", str(tmp_path / "full"), "--dev", "cpu", "--hf", llama_config, *keep, "--quiet")
+    assert r.exit_code == 2 and "is a full capture" in r.output, r.output
+
+
+@pytest.mark.parametrize(("spec", "needle"), [
+    ("cpu-fault:aten::nosuch@blocks.0", "the model has no module blocks.0 (expected a module path of the model, such as"),
+    ("cpu-fault:aten::mul.Tensor@model.layers.9.mlp", "such as model.layers.1.mlp, model.layers.0.mlp"),
+    ("cpu-fault:aten::nosuch@model.layers.1.mlp", "aten::nosuch never ran inside model.layers.1.mlp (expected an op "
+                                                  "that runs there (aten::mul.Tensor))"),
+])
+def test_a_fault_that_never_fires_is_an_input_error_not_a_pass(llama_config, spec, needle):
+    r = run("--ref", "cpu", "--dev", spec, "--hf", llama_config, "--scenario", SCEN, "--quiet")
+    assert r.exit_code == 2 and r.output.startswith(f"error: the fault {spec} never fired: "), r.output
+    assert needle in r.output and len(r.output.splitlines()) == 1 and "PASS" not in r.output
 
 
 def test_a_golden_that_is_not_float64_and_records_of_other_seeds_are_input_errors(two_steps, llama_config, tmp_path):
@@ -182,3 +289,17 @@ def test_a_manifest_with_a_bad_step_names_the_record_not_an_option(two_steps, ll
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     assert r.output.startswith(f"error: {damaged / 'manifest.json'} is corrupt: its scenario is not a step"), r.output
     assert "--scenario" not in r.output, r.output
+
+
+def test_a_ported_model_file_is_the_same_model_with_a_note(model_file, tmp_path):
+    """The model file on the other machine may differ (ported: `.cuda()` became `.npu()`): its signature and weights
+    decide, and the report says the file differed."""
+    ref = str(tmp_path / "ref")
+    r = run("record", "--dev", "cpu", model_file, "--scenario", SCEN, "--stats-only", "--out-dir", ref, "--quiet")
+    assert r.exit_code == 0, r.output
+    ported = tmp_path / "ported.py"
+    ported.write_text("# ported to the NPU\n" + Path(model_file).read_text())
+    r = run("compare", str(ported), "--ref", ref, "--dev", "cpu", "--format", "json", "--quiet")
+    assert r.exit_code == 0, r.output
+    warnings = json.loads(r.output)["warnings"]
+    assert any(w.startswith("the model file differs from the record's (sha256 ") for w in warnings), warnings
