@@ -47,7 +47,7 @@ from npuport.parity.run import ParityResult, is_artifact_path, record, run_parit
 from npuport.parity.session import RunOptions, Target
 from npuport.parity.tolerances import load_tolerances
 from npuport.parity.verified import verification
-from npuport.profile.artifact import import_trace, load_artifact
+from npuport.profile.artifact import import_trace, is_artifact, load_artifact
 from npuport.profile.compare import compare as _compare_profiles
 from npuport.profile.host_speed import at_recorded_host
 from npuport.profile.join import join as join_profile
@@ -177,11 +177,8 @@ def _hold_at_recorded_host(joined: dict[str, Any], report: Any, art: dict[str, A
 def _profile_at(path: str) -> dict[str, Any]:
     """A profile artifact, or anything `profile import` reads (imported on the fly)."""
     p = Path(path)
-    if p.is_file():
-        with p.open("rb") as fh:
-            head = fh.read(4096)
-        if b'"npuport.profile/' in head and b'"traceEvents"' not in head:
-            return load_artifact(p)
+    if p.is_file() and is_artifact(p):
+        return load_artifact(p)
     return import_trace(p)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from npuport.bench.cases import BenchCase
 from npuport.bench.emitted import MARKER, earlier_scripts
 from npuport.bench.rebuild import convert, int_bound, rotation_sets
+from npuport.errors import NpuportError
 
 _TEMPLATE = '''#!/usr/bin/env python3
 """Standalone repro of {label} ({dtypes}), {marker}.
@@ -149,6 +150,11 @@ def emit_scripts(cases: list[tuple[BenchCase, str]], folder: str | Path, context
     out_dir = Path(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
     earlier = earlier_scripts(out_dir)
+    for i, (case, _) in enumerate(cases, 1):  # never write over (or through a link to) a file bench did not write
+        path = out_dir / script_name(i, case)
+        if (path.exists() or path.is_symlink()) and path not in earlier:
+            raise NpuportError(f"{path} exists and was not written by npuport bench", "a folder whose numbered "
+                               "scripts bench wrote (they are replaced), or a new one", str(path))
     paths = []
     for i, (case, measured) in enumerate(cases, 1):
         name = script_name(i, case)

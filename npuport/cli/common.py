@@ -32,6 +32,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 # --format from -o's extension when --format is not given
 EXTENSIONS = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html",
               ".txt": "text"}
+# document and image formats a report might be asked for by name: refused, never written as text under that name
+OTHER_FORMATS = {".pdf": "PDF", ".docx": "a Word document", ".doc": "a Word document", ".xlsx": "a spreadsheet",
+                 ".xls": "a spreadsheet", ".pptx": "a presentation", ".png": "an image", ".jpg": "an image",
+                 ".jpeg": "an image", ".svg": "an image", ".yaml": "YAML", ".yml": "YAML"}
 PIPED_WIDTH = 120  # text reports written to a pipe or a file, unless $COLUMNS says otherwise
 WIDE_WIDTH = 1000  # --wide: every column at its natural width, nothing folded
 
@@ -212,7 +216,12 @@ def pick_format(fmt: str | None, output: str | None, formats: tuple[str, ...]) -
     """--format, else from -o's extension (when the command writes that format), else text."""
     if fmt:
         return fmt
-    guessed = EXTENSIONS.get(Path(output).suffix.lower(), "text") if output else "text"
+    suffix = Path(output).suffix.lower() if output else ""
+    if suffix in OTHER_FORMATS:  # a report written as text under a .pdf name would not open as one
+        raise NpuportError(f"{output}: its extension asks for {OTHER_FORMATS[suffix]}, which npuport does not write",
+                           "an extension of " + ", ".join(e for e, f in EXTENSIONS.items() if f in formats)
+                           + " (or --format)", str(output))
+    guessed = EXTENSIONS.get(suffix, "text")
     if guessed not in formats:  # x.html from a command without HTML: a text file named .html would mislead
         raise NpuportError(f"{output}: its extension asks for {guessed}, which this command does not write",
                            "an extension of " + ", ".join(e for e, f in EXTENSIONS.items() if f in formats)

@@ -20,7 +20,7 @@ from typing import Callable, Protocol, Sequence
 
 from npuport.cost.op_costs import CallCost, base_name, is_causal_call, itemsize
 from npuport.cost.timing import Issued, TimingModel, inductor_fallback_ops, sync_ops
-from npuport.trace.records import TensorMeta
+from npuport.trace.records import TensorMeta, TensorRef
 
 
 class Call(Protocol):
@@ -65,12 +65,16 @@ def _nbytes(t: TensorMeta) -> int:
 
 # Scatters Inductor lowers to generated kernels (a store, with atomic adds where it accumulates) instead of handing
 # them to ATen: torch/_inductor/lowering.py `index_put_impl_` and `scatter_fallback`, torch/_inductor/utils.py
-# `needs_fallback_due_to_atomic_add_limitations` and `use_scatter_fallback` (torch 2.11-2.13). Measured on a lent
+# `needs_fallback_due_to_atomic_add_limitations` and `use_scatter_fallback`, torch/_inductor/decomposition.py
+# `index_add`, torch/_decomp `index_copy` (torch 2.11-2.13). Measured on a lent
 # H100: OLMoE's compiled training step ran its expert dispatch's index_put backward as `triton_*_index_put_*` kernels
-# (docs/profile.md, "Compiled training steps"). They still go to ATen with a boolean index, with an accumulation into
-# int64 or bool, under torch.use_deterministic_algorithms, and for bf16 accumulation on CUDA before sm90 (A100):
+# (docs/profile.md, "Compiled training steps"). They still go to ATen with a boolean index (but one mask written with
+# one value is a masked fill), with an accumulation into int64 or bool or a tensor source of those, an index_add in
+# bf16, under torch.use_deterministic_algorithms, and for bf16 accumulation on CUDA before sm90 (A100):
 # the plan is the same on every chip, so that last case is not told apart (docs/profile.md says so).
 _INDEX_PUT = frozenset({"index_put", "index_put_", "_index_put_impl_", "_unsafe_index_put"})
+_INDEX_COPY = frozenset({"index_copy", "index_copy_"})  # decomposed into index_put (torch/_decomp, core aten)
+_INDEX_ADD = frozenset({"index_add", "index_add_"})  # decomposed into an accumulating index_put, but bf16 falls back
 _SCATTER = frozenset({"scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_"})
 _NO_ATOMIC_ADD = frozenset({"int64", "bool"})
 
@@ -79,16 +83,32 @@ def _arg(call: Call, pos: int, name: str, default: object = None) -> object:
     return call.args[pos] if len(call.args) > pos else call.kwargs.get(name, default)
 
 
+def _tensor(call: Call, ref: object) -> TensorMeta | None:
+    """The recorded input a TensorRef in the call's arguments stands for."""
+    return call.inputs[ref.index] if isinstance(ref, TensorRef) and ref.index < len(call.inputs) else None
+
+
 def lowered_scatter(call: Call) -> bool:
     """Whether Inductor generates the kernel of this scatter (see _INDEX_PUT above), by what the call carries."""
     op = base_name(call.op)
-    if op not in _INDEX_PUT and op not in _SCATTER:
-        return False
     dtype = call.inputs[0].dtype if call.inputs else ""
+    if op in _INDEX_COPY:
+        return True
+    if op in _INDEX_ADD:  # torch/_inductor/decomposition.py index_add: bf16 keeps ATen's kernel (pytorch#137425)
+        return dtype not in _NO_ATOMIC_ADD and dtype != "bfloat16"
     if op in _INDEX_PUT:
-        if any(t.dtype in ("bool", "uint8") for t in call.inputs[1:-1]):  # the index tensors: a mask goes to ATen
-            return False
+        raw = _arg(call, 1, "indices") or ()
+        indices = [_tensor(call, r) for r in raw] if isinstance(raw, (list, tuple)) else []
+        if any(t is not None and t.dtype in ("bool", "uint8") for t in indices):
+            # a mask: ATen's kernel, unless it is one mask written with one value, a masked fill (a generated where)
+            values = _tensor(call, _arg(call, 2, "values"))
+            return len(raw) == 1 and values is not None and values.numel == 1
         return not (_arg(call, 3, "accumulate", False) and dtype in _NO_ATOMIC_ADD)
+    if op not in _SCATTER:
+        return False
+    src = _tensor(call, _arg(call, 3, "src"))  # a tensor source (scatter.src, scatter_add, scatter_reduce)
+    if src is not None and src.dtype in _NO_ATOMIC_ADD:  # use_scatter_fallback: falls back whatever the reduction
+        return False
     if op.startswith("scatter_reduce"):
         reduce = _arg(call, 4, "reduce")
     elif op.startswith("scatter_add"):

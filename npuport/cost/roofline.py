@@ -139,4 +139,13 @@ def get_chip(name: str) -> ChipProfile:
     lowered = {k.lower(): v for k, v in chips.items()}
     if name.lower() in lowered:
         return lowered[name.lower()]
+    for base in chips:  # a capacity variant the memory-fit table lists, not a chip of its own
+        if name.lower() in (v.lower() for v in _variants(base)):
+            raise NpuportError(f"{name} is a memory variant of {base} (its capacity is in the memory-fit table), not a "
+                               "chip --chip knows the speed of", f"--chip {base}, or one of " + ", ".join(chips), name)
     raise NpuportError(f"unknown chip {name!r}", "one of " + ", ".join(chips), name)
+
+
+def _variants(base: str) -> list[str]:
+    raw = load_checked(_FILE)["chips"].get(base) or {}
+    return list((raw.get("memory") or {}).get("variants") or {})

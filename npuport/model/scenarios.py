@@ -82,10 +82,14 @@ def parse_scenario(text: str) -> Scenario:
     if "+" in text:  # parity, bench and profile's one-scenario options come here whole
         raise NpuportError(f"one scenario expected, received {text!r}", "one of train, prefill, decode with its sizes "
                            "('+' joins scenarios only where a command takes several: audit, profile record)", text)
-    name, _, opts = text.strip().partition(":")
+    name, colon, opts = text.strip().partition(":")
     if name not in DEFAULTS:
-        raise NpuportError(f"unknown scenario {name!r}", "train, prefill or decode, optionally with :batch=N,seq=N,past=N", text)
+        raise NpuportError(f"unknown scenario {name!r}", "train, prefill or decode, optionally with "
+                           ":batch=N,seq=N,past=N,mode=M", text)
     sc = DEFAULTS[name]  # type: ignore[index]
+    if colon and not opts.strip():  # 'prefill:' reads as options forgotten, not as the default sizes asked for
+        raise NpuportError(f"scenario {text!r} ends with ':' and no options", f"{name} alone, or {name}:batch=N,seq=N,"
+                           "past=N,mode=M", text)
     if not opts:
         return sc
     values: dict[str, Any] = {}  # batch / seq / past, all int; Any lets it fill replace()'s keyword arguments
@@ -100,7 +104,7 @@ def parse_scenario(text: str) -> Scenario:
             values["mode"] = val.strip()
             continue
         if not eq or key not in ("batch", "seq", "past") or not val.strip().isdigit() or int(val) < 1 and key != "past":
-            raise NpuportError(f"bad scenario option {part!r} in {text!r}", "batch=N, seq=N or past=N with N a positive integer", part)
+            raise NpuportError(f"bad scenario option {part!r} in {text!r}", "batch=N, seq=N or past=N with N a positive integer, or mode=M", part)
         if int(val) > MAX_SIZE:  # larger overflows torch's int64 sizes inside the model, a traceback far from here
             raise NpuportError(f"bad scenario option {part!r} in {text!r}", f"a size at most {MAX_SIZE:,}", part)
         values[key] = int(val)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,14 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number an artifact holds")
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float; one too large for a float (1e999) reads as infinity, which no artifact holds."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is not a number an artifact holds")
+    return value
+
+
 def _where(error: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".") or "the top level"
 
@@ -195,6 +204,25 @@ def check_artifact(data: Any, p: Path) -> dict[str, Any]:
     return data
 
 
+def is_artifact(p: Path) -> bool:
+    """Whether a file is an npuport profile artifact rather than a trace: a JSON object whose top-level "schema" is
+    npuport.profile/... wherever it stands (an artifact rewritten with sorted keys has it last). A trace (its first
+    bytes gzip, or a "traceEvents" near the start) is told apart without reading it whole."""
+    with p.open("rb") as fh:
+        head = fh.read(4096)
+    if head[:2] == b"\x1f\x8b" or b'"traceEvents"' in head or not head.lstrip().startswith(b"{"):
+        return False
+    if b'"npuport.profile/' in head:
+        return True
+    try:  # a small file whose schema is not near its start: read it (artifacts are kilobytes to a few megabytes)
+        if p.stat().st_size > 64 << 20:
+            return False
+        data = json.loads(p.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and str(data.get("schema", "")).startswith("npuport.profile/")
+
+
 def load_artifact(path: str | Path) -> dict[str, Any]:
     """Read an artifact back, checking it against its schema; anything else is one NpuportError line."""
     p = Path(path)
@@ -207,7 +235,7 @@ def load_artifact(path: str | Path) -> dict[str, Any]:
         raise NpuportError(f"{p} is a trace, not a profile artifact", "the artifact `npuport profile import TRACE -o "
                            "ART.json` writes from it", "a compressed trace or a database")
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
     except UnicodeDecodeError as exc:
         raise NpuportError(f"{p}: not a profile artifact", f"JSON of schema {SCHEMA}", f"binary data ({exc.reason})") from None
     except json.JSONDecodeError as exc:

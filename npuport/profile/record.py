@@ -204,9 +204,12 @@ def record_scenario(model: LoadedModel, sc: Scenario, dev: str, out_dir: Path, w
             final = keep_export(exported(Path(tmp)), out_dir, sc.name)
         else:
             partial = final.with_name(final.name + ".partial")
-            with raw.open("rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
-                shutil.copyfileobj(src, dst)
-            partial.replace(final)
+            try:
+                with raw.open("rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
+                    shutil.copyfileobj(src, dst)
+                partial.replace(final)
+            finally:  # interrupted while compressing: no half-written file left
+                partial.unlink(missing_ok=True)
     try:
         return _finish(model, sc, dev, run, final, warmup, steps, progress, decode_cache, timed_steps, npu, restore,
                        inputs, compiled, mod)

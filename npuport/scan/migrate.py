@@ -11,9 +11,9 @@ by a device type) and every f-string that builds one (`f'cuda:{rank}'`) are rewr
 files migrated together, so the program takes the same branches on the NPU as it took on CUDA. When one "cuda"
 string is used in a way the AST does not show (a message, a value stored for later), none of the group is
 rewritten and a note names the strings that held it back. "nccl" strings follow the same rule. The edits whose
-effect depends on the device strings (`.cuda()`, `torch.cuda.is_available()`: npuport.scan.migrate_coupling) are
-held back with them, and a local module npuport cannot parse holds back both groups: the strings may reach a test
-there.
+effect depends on the device that is there (`.cuda()`, `torch.cuda.is_available()`, `is_bf16_supported()`, amp,
+`synchronize()`: npuport.scan.migrate_coupling) are held back with them, and a local module npuport cannot parse
+holds back both groups: the strings may reach a test there.
 
 Everything else stays a diagnostic of the source scan for a person to decide, and is counted per file.
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from npuport.errors import NpuportError
 from npuport.scan.cuda_refs import Edit, Ref
-from npuport.scan.migrate_coupling import ProgramFinder, coupled_import_edits, coupled_reason, cuda_name
+from npuport.scan.migrate_coupling import ProgramFinder, coupled_import_edits, coupled_reason, cuda_name, holds_strings
 from npuport.scan.source_scan import MAX_FILES, Diagnostic, cuda_only_modules, diagnostic, local_imports, parse_file
 
 IMPORT_LINE = "import torch_npu  # added by npuport migrate: registers the NPU backend and torch.npu\n"
@@ -221,8 +221,8 @@ def migrate_program(entry: Path | str, root: Path | str | None = None, follow: b
     if "device" in holds:
         coupled = [f"{p.display}:{r.line}" for p in parsed for r in p.refs if (r.edits or r.via_import) and coupled_reason(r)]
         if coupled:
-            notes.append(f"{len(coupled)} move(s) to the device or device check(s) held back with the \"cuda\" device "
-                         f"strings, since alone they would change the branches too: {_first(coupled)} (listed below)")
+            notes.append(f"{len(coupled)} edit(s) that move to, check or use the device held back with the \"cuda\" device "
+                         f"strings, since alone they would change what the program does: {_first(coupled)} (listed below)")
     files = [_migrate(p, set(holds)) for p in parsed]
     return Program(files=files, notes=notes, held={g: [w for w, _ in where] for g, where in holds.items()}, skipped=skipped)
 
@@ -239,7 +239,7 @@ def _holds(parsed: list[_Parsed], skipped: list[str]) -> dict[str, list[tuple[st
         for r in p.refs:
             if r.group and r.blocker:
                 out.setdefault(r.group, []).append((f"{p.display}:{r.line}", _STRING))
-            elif not r.edits and not r.via_import and coupled_reason(r):
+            elif not r.edits and not r.via_import and holds_strings(r):
                 out.setdefault("device", []).append((f"{p.display}:{r.line}", _CHECK))
     if skipped:  # its tests are invisible: strings passed to it may be compared with "cuda" there
         groups = {r.group for p in parsed for r in p.refs if r.group}
@@ -256,7 +256,7 @@ def _first(where: list[str]) -> str:
 def _hold_note(group: str, where: list[tuple[str, str]]) -> str:
     clauses = []
     for kind, text in ((_STRING, "use(s) the string in a way npuport cannot follow"),
-                       (_CHECK, "check(s) or select(s) the device in a way npuport cannot rewrite"),
+                       (_CHECK, "check(s), select(s) or ask(s) about the device in a way npuport cannot rewrite"),
                        (_UNREAD, "could not be read (the strings may reach a test there)")):
         places = [w for w, k in where if k == kind]
         if places:
@@ -300,10 +300,10 @@ def _held_why(r: Ref, held: set[str], coupled: str | None, held_names: set[str])
         return f"the {GROUP_NAMES[r.group]} are held back, see the note"
     if (r.edits or r.via_import) and coupled:
         return f"{coupled}; the \"cuda\" device strings are held back, see the note"
-    if coupled:  # through an alias (`import torch.cuda as tc`): it is what holds the strings back
+    if coupled and holds_strings(r):  # through an alias (`import torch.cuda as tc`): it holds the strings back
         return f"{coupled}; npuport cannot rewrite it here, so the \"cuda\" device strings are held back with it"
     if r.via_import and not r.edits and cuda_name(r) in held_names:
-        return "imported in one statement with a torch.cuda device check that is held back, see the note"
+        return "imported in one statement with a torch.cuda call that is held back, see the note"
     return None
 
 

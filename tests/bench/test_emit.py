@@ -54,3 +54,20 @@ def test_a_second_emit_replaces_the_first_runs_scripts_only(tiny_audit, tmp_path
     assert earlier_scripts(folder) == second and second[0].name != first[0].name
     assert "run 2" in second[0].read_text()
     assert sorted(p.name for p in folder.iterdir()) == sorted([second[0].name, "01_mine.py", "09_link.py", "notes.txt"])
+
+
+def test_emit_never_writes_over_or_through_a_file_it_did_not_write(tiny_audit, tmp_path):
+    import pytest
+
+    from npuport.bench.emit import script_name
+    from npuport.errors import NpuportError
+
+    cases, _ = cases_from_report(tiny_audit, "prefill", top=10, shapes=1)
+    folder = tmp_path / "repro"
+    folder.mkdir()
+    target = tmp_path / "mine.py"
+    target.write_text("my own\n", encoding="utf-8")
+    (folder / script_name(1, cases[0])).symlink_to(target)  # the name the first script would take, a link
+    with pytest.raises(NpuportError, match="was not written by npuport bench"):
+        emit_scripts([(c, "") for c in cases[:2]], folder, "run")
+    assert target.read_text() == "my own\n" and sorted(p.name for p in folder.iterdir()) == [script_name(1, cases[0])]

@@ -205,3 +205,34 @@ def test_a_model_path_with_a_colon_still_runs_as_parity_run(tmp_path) -> None:
     for word in (str(model), f"{model}:build_model"):
         res = CliRunner().invoke(cli, ["parity", word])
         assert res.exit_code == 2 and "missing option '--ref'" in res.stderr, res.output
+
+
+def test_python_dash_m_npuport_is_the_console_script() -> None:
+    out = subprocess.run([sys.executable, "-m", "npuport", "--help"], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.startswith("Usage: npuport"), out.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--scenario", "prefill:"], "ends with ':' and no options"),
+    (["--scenario", "prefill:foo=1"], "or mode=M"),
+    (["--chip", "Ascend910B4"], "a memory variant of Ascend910B"),
+    (["--chip", "a100-sxm-40gb"], "a memory variant of A100-SXM-80GB"),
+])
+def test_a_scenario_or_chip_the_tool_half_knows_is_one_line_saying_what_it_is(args: list[str], says: str) -> None:
+    from pathlib import Path
+
+    gpt = Path(__file__).resolve().parents[2] / "examples" / "gpt" / "model.py"
+    res = CliRunner().invoke(cli, ["audit", str(gpt), *args])
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.exit_code == 2 and len(lines) == 1 and says in lines[0], res.stderr
+
+
+def test_an_output_named_for_a_format_npuport_never_writes_is_refused(tmp_path) -> None:  # noqa: ANN001
+    from pathlib import Path
+
+    gpt = Path(__file__).resolve().parents[2] / "examples" / "gpt" / "model.py"
+    for name in ("r.pdf", "r.docx", "r.png"):
+        res = CliRunner().invoke(cli, ["audit", str(gpt), "--static-only", "-o", str(tmp_path / name)])
+        assert res.exit_code == 2 and "which npuport does not write" in res.stderr and not (tmp_path / name).exists()
+    res = CliRunner().invoke(cli, ["audit", str(gpt), "--static-only", "--format", "text", "-o", str(tmp_path / "r.pdf")])
+    assert res.exit_code == 0 and (tmp_path / "r.pdf").read_text().strip()  # asked for by name: --format decides

@@ -10,7 +10,7 @@ import pytest
 from npuport.cost.fused import FusedRun, fused_runs
 from npuport.cost.inventory import ReportedCall
 from npuport.cost.op_costs import CallCost
-from npuport.trace.records import TensorMeta
+from npuport.trace.records import TensorMeta, TensorRef
 
 N = 1024 * 1024  # elements of one [1024, 1024] activation
 
@@ -251,7 +251,7 @@ def test_a_causal_attention_with_its_bias_written_out_costs_the_measured_masked_
 def _scatter(op: str, dtype: str = "bfloat16", index_dtype: str = "int64", accumulate: bool = True,
              kwargs: dict | None = None, args: tuple = ()) -> ReportedCall:
     c = call(op, (t(1, (4096, 64), dtype), t(2, (8192,), index_dtype), t(3, (8192, 64), dtype)), (t(4, (4096, 64), dtype),))
-    c.args = args or (None, [None], None, accumulate)
+    c.args = args or (TensorRef(0), [TensorRef(1)], TensorRef(2), accumulate)
     c.kwargs = kwargs or {}
     return c
 
@@ -273,9 +273,27 @@ def test_inductor_generates_index_put_and_scatter_kernels_except_where_it_falls_
     assert not lowered_scatter(_scatter("aten::scatter_reduce.two", args=(None, 0, None, None, "amax")))
     assert lowered_scatter(_scatter("aten::scatter_reduce.two", args=(None, 0, None, None, "sum")))
     assert not lowered_scatter(_scatter("aten::scatter.reduce", args=(None, 0, None, None), kwargs={"reduce": "multiply"}))
-    # index_copy and index_add keep their own kernels (no lowering here)
-    assert not lowered_scatter(_scatter("aten::index_copy_"))
-    assert not fusible(_scatter("aten::index_add_"), "scatter_accumulate")
+    # a tensor source of int64 or bool goes to ATen even without a reduction (use_scatter_fallback): top-p's mask
+    assert not lowered_scatter(_scatter("aten::scatter.src", dtype="bool", args=(None, 1, None, TensorRef(2))))
+    assert lowered_scatter(_scatter("aten::scatter.value", dtype="bool", args=(None, 1, None, True)))
+    # index_copy is decomposed into an index_put (a static cache's write): generated; index_add too, but not in bf16
+    assert lowered_scatter(_scatter("aten::index_copy_"))
+    assert not fusible(_scatter("aten::index_add_"), "scatter_accumulate")  # bf16: ATen's index_add kernel
+    assert fusible(_scatter("aten::index_add_", dtype="float32"), "scatter_accumulate")
+
+
+def test_a_masked_index_put_is_aten_unless_it_is_one_mask_written_with_one_value() -> None:
+    from npuport.cost.fused import lowered_scatter
+
+    def put(values: tuple[int, ...], n_index: int = 1) -> ReportedCall:
+        ins = (t(1, (4, 8), "float32"), t(2, (4, 8), "bool"), t(3, values, "float32"))
+        c = call("aten::index_put_", ins, (t(1, (4, 8), "float32"),))
+        c.args = (TensorRef(0), [TensorRef(1)] + [None] * (n_index - 1), TensorRef(2), False)
+        return c
+
+    assert lowered_scatter(put(()))  # y[mask] = 0: a where, fused (cpp_fused_add_index_put_lift_fresh_mul_0 on the CPU)
+    assert not lowered_scatter(put((5,)))  # y[mask] = values: nonzero, then ATen's index_put
+    assert not lowered_scatter(put((), n_index=2))
 
 
 def test_a_short_sort_is_a_generated_kernel_a_long_one_and_histc_are_aten() -> None:

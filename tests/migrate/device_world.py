@@ -60,7 +60,7 @@ def _namespace(rec: _Recorder, prefix: str, available: bool) -> types.SimpleName
     """torch.cuda or torch.npu: the calls the fixtures make, each recorded."""
     props = _Props()
     ns = types.SimpleNamespace()
-    for name in ("set_device", "synchronize", "reset_peak_memory_stats", "manual_seed"):
+    for name in ("set_device", "synchronize", "reset_peak_memory_stats", "manual_seed", "empty_cache"):
         setattr(ns, name, rec.fn(f"{prefix}.{name}"))
     ns.is_available = rec.fn(f"{prefix}.is_available", available)
     ns.is_bf16_supported = rec.fn(f"{prefix}.is_bf16_supported", available)
@@ -78,6 +78,7 @@ def _torch(rec: _Recorder, world: str) -> types.ModuleType:
     if world == "npu":
         torch.npu = None  # set by `import torch_npu`, as the real one does
     torch.zeros = lambda *a, **k: _Tensor(rec)
+    torch.nn = types.SimpleNamespace(Linear=lambda *a, **k: _Tensor(rec))
     torch.device = lambda s: s
     torch.amp = types.SimpleNamespace(autocast=rec.fn("amp.autocast", contextlib.nullcontext()))
     torch.backends = types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace()),

@@ -40,7 +40,8 @@ def test_same_branches_on_npu_as_on_cuda(name: str, env: str) -> None:
     values_npu, calls_npu = run(sources_npu, entry, "npu", ENVS[env])
     assert {k: as_cuda(v) for k, v in values_npu.items()} == values_cuda
     assert _normalized(calls_npu) == _normalized(calls_cuda)
-    assert not any(c[0].startswith("cuda.") for c in calls_npu), "the NPU run must not call torch.cuda"
+    if name != "held":  # a held program keeps its torch.cuda calls with the "cuda" strings they depend on
+        assert not any(c[0].startswith("cuda.") for c in calls_npu), "the NPU run must not call torch.cuda"
 
 
 def test_nanogpt_like_keeps_fused_adamw_and_pinned_batches() -> None:
@@ -76,7 +77,7 @@ def test_held_program_names_what_held_it() -> None:
     program = migrate_program(FIXTURES / "held" / "train.py", root=FIXTURES / "held")
     m = program.files[0]
     assert 'device = "cuda"' in m.migrated and 'if device == "cuda":' in m.migrated
-    assert "torch.npu.synchronize()" in m.migrated  # API calls with an NPU twin still port
+    assert "torch.cuda.synchronize()" in m.migrated  # raises without CUDA, torch.npu's does not: held with the strings
     assert program.held == {"device": ["train.py:5"]}
     assert any('"cuda" device strings left unchanged in every file: train.py:5' in n for n in program.notes)
     held_ids = [(d.line, d.id) for d in m.remaining]

@@ -194,6 +194,10 @@ def other_configs(tmp_path_factory):
     (root / "rope.json").write_text(json.dumps(dict(LLAMA, rope_theta=500000.0)))
     (root / "copy.json").write_text(json.dumps(dict(LLAMA, torch_dtype="float32", transformers_version="4.40.0",
                                                     _name_or_path="/models/tiny")))
+    runtime = dict(LLAMA, use_cache=False, num_beams=4, top_k=5)
+    del runtime["architectures"]
+    (root / "runtime.json").write_text(json.dumps(runtime))
+    (root / "outputs.json").write_text(json.dumps(dict(LLAMA, output_hidden_states=True)))
     return root
 
 
@@ -222,6 +226,57 @@ def test_a_copy_of_the_config_that_differs_only_in_dtype_and_metadata_is_the_sam
                "--quiet").exit_code == 0
     r = run("compare", "--ref", str(two_steps / "pre"), "--dev", rec, "--quiet")
     assert r.exit_code == 0, r.output
+
+
+def test_a_config_that_differs_only_in_how_a_run_behaves_is_the_same_model(two_steps, other_configs):
+    """use_cache, architectures, output_hidden_states, return_dict, generation options: not which model it is (they
+    were refused as another model config)."""
+    runtime = str(other_configs / "runtime.json")
+    r = run("compare", "--hf", runtime, "--ref", str(two_steps / "pre"), "--dev", "cpu", "--quiet")
+    assert r.exit_code == 0, r.output
+    rec = str(other_configs / "rec-runtime")
+    r = run("record", "--dev", "cpu", "--hf", runtime, "--scenario", SCEN, "--stats-only", "--out-dir", rec, "--quiet")
+    assert r.exit_code == 0, r.output
+    r = run("compare", "--ref", str(two_steps / "pre"), "--dev", rec, "--quiet")
+    assert r.exit_code == 0, r.output
+    # an output switch is not another model either: the outputs it adds are entries on one side only, said as such
+    outputs = str(other_configs / "outputs.json")
+    r = run("compare", "--hf", outputs, "--ref", str(two_steps / "pre"), "--dev", "cpu", "--quiet")
+    assert r.exit_code == 1 and "another model config" not in r.output, r.output
+    assert "dev only (6): model#0:out.hidden_states[0]" in r.output, r.output
+    r = run("compare", "--hf", outputs, "--ref", str(two_steps / "pre"), "--dev", "cpu", "--allow-unmatched", "--quiet")
+    assert r.exit_code == 0, r.output
+
+
+def test_a_record_made_before_the_config_was_kept_is_not_refused_on_its_hash(two_steps, other_configs, tmp_path):
+    """A record holding only the hash of its config file (made before npuport kept the resolved config) against a copy
+    of the config that differs only in torch_dtype / _name_or_path: compared (the signature and weights checked), and
+    the report says the config could not be checked."""
+    old = tmp_path / "old"
+    shutil.copytree(two_steps / "pre", old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["model"]["config"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    copy = str(other_configs / "copy.json")
+    r = run("compare", "--hf", copy, "--ref", str(old), "--dev", "cpu", "--format", "json", "--quiet")
+    assert r.exit_code == 0, r.output
+    warnings = json.loads(r.output)["warnings"]
+    assert any(w.startswith("the record and the config given: the config files differ (sha256 ")
+               and "the model config could not be checked" in w for w in warnings), warnings
+    rec = str(other_configs / "rec-copy-old")
+    assert run("record", "--dev", "cpu", "--hf", copy, "--scenario", SCEN, "--stats-only", "--out-dir", rec,
+               "--quiet").exit_code == 0
+    r = run("compare", "--ref", str(old), "--dev", rec, "--format", "json", "--quiet")
+    assert r.exit_code == 0, r.output
+    warnings = json.loads(r.output)["warnings"]
+    assert any(w.startswith("the ref and dev records: the config files differ") for w in warnings), warnings
+    # the weights are still checked: a record of other weights is refused as before
+    other = tmp_path / "other"
+    shutil.copytree(old, other)
+    manifest["weights"]["fingerprint"] = "0" * 64
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    r = run("compare", "--ref", rec, "--dev", str(other), "--quiet")
+    assert r.exit_code == 2 and "records hold different weights" in r.output, r.output
 
 
 def test_keep_without_stats_only_is_refused(two_steps, llama_config, tmp_path):

@@ -159,3 +159,23 @@ def test_a_profile_of_another_kind_of_device_than_the_audits_chip_is_said() -> N
     assert _device_note({"chip": {"name": "H200"}}, art) is None
     assert "the audit estimates Ascend910B (npu)" in str(_device_note({"chip": {"name": "Ascend910B"}}, art))
     assert "(cpu)" in str(_device_note({"chip": "H200"}, {**art, "device": "cpu", "recorded": {}}))
+
+
+def test_a_number_too_large_for_a_float_is_refused_like_infinity(tmp_path: Path) -> None:
+    text = ART.read_text()
+    first = json.loads(text)["ops"][0]["device_s"]
+    bad = tmp_path / "inf.json"
+    bad.write_text(text.replace(json.dumps(first), "1e999", 1))
+    with pytest.raises(NpuportError, match="1e999 is not a number an artifact holds"):
+        load_artifact(bad)
+    res = CliRunner().invoke(cli, ["profile", "compare", str(ART), str(bad), "--format", "json"])
+    assert "1e999" in _err(res)
+
+
+def test_an_artifact_with_its_schema_last_is_still_an_artifact(tmp_path: Path) -> None:
+    data = json.loads(ART.read_text())
+    rewritten = tmp_path / "sorted.json"  # `jq -S`: keys sorted, "schema" near the end
+    rewritten.write_text(json.dumps(data, sort_keys=True, indent=1))
+    res = CliRunner().invoke(cli, ["profile", "compare", str(ART), str(rewritten), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["breakdown"]["delta"]["compute_s"] == 0

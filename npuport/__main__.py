@@ -1,0 +1,5 @@
+"""`python -m npuport ...`: the same command line as the `npuport` console script."""
+
+from npuport.cli.main import main
+
+main()
