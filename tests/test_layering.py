@@ -10,7 +10,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "npuport"
 # bottom to top, as in docs/architecture.md's layer table
 LAYERS = ("errors cachedir mappings trace devices render cost coverage scan model rules ascendc_kernels fusion parity profile audit "
-          "bench api cli").split()
+          "bench api cli __main__").split()  # __main__: `python -m npuport`, the console script's entry
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 

@@ -32,15 +32,23 @@ KERNEL_LIB = "libnpuport_ascendc_kernels.so"
 class Toolchain:
     home: Path | None
     compiler: Path | None
+    home_var: str | None = None  # the variable the home was read from (ASCEND_HOME_PATH / ASCEND_TOOLKIT_HOME)
+    home_raw: str | None = None  # its value, also when it names no directory
 
     @property
     def found(self) -> bool:
         return self.home is not None and self.compiler is not None
 
     def why_not(self) -> str:
+        if self.home is None and self.home_raw:
+            what = "does not exist" if not Path(self.home_raw).exists() else "is not a directory"
+            return (f"CANN toolkit not found: {self.home_var} names a path that {what}; nothing was compiled "
+                    "(expected the CANN toolkit directory, set by sourcing <cann>/set_env.sh); "
+                    f"received: {self.home_var}={self.home_raw}")
         if self.home is None:
-            return ("CANN toolkit not found: ASCEND_HOME_PATH is not set (source <cann>/set_env.sh first); "
-                    "nothing was compiled")
+            return ("CANN toolkit not found: ASCEND_HOME_PATH is not set; nothing was compiled (expected "
+                    "ASCEND_HOME_PATH or ASCEND_TOOLKIT_HOME naming the CANN toolkit directory: source "
+                    "<cann>/set_env.sh first); received: neither is set")
         return f"CANN home {self.home} has no bisheng/ccec compiler and none is on PATH; nothing was compiled"
 
 
@@ -52,7 +60,8 @@ class BuildStep:
 
 def find_toolchain(env: dict[str, str] | None = None) -> Toolchain:
     env = dict(os.environ if env is None else env)
-    raw = env.get("ASCEND_HOME_PATH") or env.get("ASCEND_TOOLKIT_HOME")
+    var = next((v for v in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME") if env.get(v)), None)
+    raw = env[var] if var else None
     home = Path(raw) if raw and Path(raw).is_dir() else None
     candidates: list[Path] = []
     if home is not None:
@@ -64,7 +73,7 @@ def find_toolchain(env: dict[str, str] | None = None) -> Toolchain:
         if found:
             candidates.append(Path(found))
     compiler = next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
-    return Toolchain(home, compiler)
+    return Toolchain(home, compiler, var, raw)
 
 
 def build_steps(tc: Toolchain, out: Path, kernels: list[str] | None = None) -> list[BuildStep]:

@@ -60,6 +60,7 @@ def coverage_stage(inv: Inventory, version: str | None, chip: str | None = None)
     by_op: dict[str, dict[str, Any]] = {}
     summary: dict[str, dict[str, float]] = defaultdict(lambda: {"ops": 0, "calls": 0, "time_share": 0.0})
     fallback: list[dict[str, Any]] = []
+    unsupported: list[dict[str, Any]] = []
     conditional: list[dict[str, Any]] = []
     for entry in inv.ops:
         if entry.kind != "compute":
@@ -71,7 +72,14 @@ def coverage_stage(inv: Inventory, version: str | None, chip: str | None = None)
         row["ops"] += 1
         row["calls"] += entry.calls
         row["time_share"] += entry.time_share
-        if res.status in _BAD:
+        if res.status == "unsupported":  # no kernel: the op raises, nothing crosses to the host
+            where = {"op": entry.op, "calls": entry.calls, "modules": [m for m, _ in entry.merged("modules").most_common(4)],
+                     "sources": [s for s, _ in entry.merged("sources").most_common(4)]}
+            unsupported.append({**where, "detail": res.detail})
+            # kept in cpu_fallback for readers of earlier reports, with no transfer: it is a failure, not a cost
+            fallback.append({**where, "status": res.status, "bytes_crossing_host": 0, "estimated_transfer_s": 0.0,
+                             "detail": res.detail})
+        elif res.status in _BAD:
             crossing = sum(c.cost.bytes for c in calls_of[entry.op])
             fallback.append({
                 "op": entry.op, "status": res.status, "calls": entry.calls, "modules": [m for m, _ in entry.merged("modules").most_common(4)],
@@ -118,6 +126,7 @@ def coverage_stage(inv: Inventory, version: str | None, chip: str | None = None)
         "version": version,
         "by_status": dict(sorted(summary.items())),
         "cpu_fallback": fallback,
+        "unsupported": unsupported,
         "conditional": conditional,
         "fallback_error_env": switch,
         "earliest_without_fallback": earliest,
@@ -130,7 +139,11 @@ def coverage_stage(inv: Inventory, version: str | None, chip: str | None = None)
 def _notes(fallback: list[dict[str, Any]], conditional: list[dict[str, Any]], version: str, switch: str | None,
            chip: str) -> list[str]:
     notes = []
-    leave = [f for f in fallback if f["status"] in _BAD]
+    fail = [f["op"] for f in fallback if f["status"] == "unsupported"]
+    if fail:
+        notes.append(f"{len(fail)} op(s) have no NPU kernel on torch_npu {version} and fail at run time: "
+                     f"{', '.join(fail[:5])}")
+    leave = [f for f in fallback if f["status"] == "cpu-fallback"]
     if leave:
         names = ", ".join(f["op"] for f in leave[:5])
         how = (f"set {switch}=1 to make a CPU fallback an error" if switch else

@@ -14,6 +14,8 @@ import npuport
 from npuport.audit.report import AuditReport
 from npuport.cost.inventory import OpEntry, ScenarioOpStats
 from npuport.cost.timing import StepTime
+from npuport.render.answers import answers
+from npuport.rules.engine import Finding
 from npuport.scan.source_apis import load_source_apis
 
 SCHEMA = "npuport.audit/1"
@@ -163,7 +165,7 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
     if report.comm is not None:
         data["distributed"] = report.comm.to_json()
     if report.findings.findings is not None:
-        data["findings"] = [f.to_json() for f in report.findings.findings]
+        data["findings"] = [_finding_json(f) for f in report.findings.findings]
     if report.findings.scan is not None:
         data["source_scan"] = report.findings.scan.to_json()
     if report.coverage is not None:
@@ -172,4 +174,17 @@ def audit_to_json(report: AuditReport) -> dict[str, Any]:
         data["fusions"] = report.advice.fusions
         data["routes"] = report.advice.routes
         data["route_weights"] = report.advice.weights
+    data["answers"] = answers(data)  # the summary's questions, findings counted by their impact
     return data
+
+
+def _finding_json(f: Finding) -> dict[str, Any]:
+    """A finding with its share of each scenario's time: `time_share` is the largest of them, this says whose."""
+    out = f.to_json()
+    per: dict[str, float] = dict(f.total_share) if f.total_share is not None else {}
+    if f.total_share is None:
+        for e in f.evidence:
+            if e.time_share is not None:
+                per[e.scenario] = per.get(e.scenario, 0.0) + e.time_share
+    out["time_share_by_scenario"] = per
+    return out

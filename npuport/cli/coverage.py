@@ -41,7 +41,9 @@ def show(output: str | None, json_out: str | None, force: bool, **_: Any) -> Non
     """Status of OP (aten::add.Tensor, aten::mm, npu::npu_rms_norm) across all checked-in releases, with each
     release's build date; * marks the release chosen with --torch-npu (any version: a release that shares another's
     data, or an unlisted one, stands for that data, with a note). View and metadata ops (aten::view, aten::t,
-    aten::size) show `view`: no kernel. A name no release knows is an error naming the nearest ones.
+    aten::size) show `view`: no kernel. The answer for the chosen release (default: the newest) comes first, in one
+    line, then the table. A name no release knows is an error naming the nearest ones; so is a namespace that neither
+    the data (aten::, npu::) nor the running torch knows.
 
     \b
     Examples:

@@ -3,7 +3,8 @@ coverage_show / coverage_diff / coverage_list, printed as text or JSON.
 
 Two answers are made here from npuport.coverage.database until resolve.py gives them itself: a view or metadata op
 (aten::view, aten::t, aten::size) shows status `view` (database.view_answer), and an aten::/npu:: name that no
-release knows is a user error naming the nearest names (database.check_known)."""
+release knows, or a namespace that neither the data nor the running torch knows, is a user error naming the nearest
+names (database.check_known)."""
 
 from __future__ import annotations
 
@@ -63,22 +64,36 @@ def show(op: str, version: str | None, **kw: Any) -> None:
     chosen, rows = coverage_show(name, version)
     rows = [_viewed(r) for r in rows]
     known = releases()
-    lines = [f"{rows[0].op}", f"  {'torch_npu':<14}{'built':<12}{'status':<22}{'paths':<22}risk"]
+    picked = next(r for r in rows if r.version == chosen)
+    # the kernel's recorded host paths on the release asked for (an alias has its own kernels: read, carried or none)
+    release = (resolve_version(version).release if version is not None else None) or chosen
+    # the answer first: the chosen (else the newest) release's status in one line, its detail, then the table
+    lines = [_answer(picked, release), f"{chosen}: {picked.detail}"]
+    for h in host_paths(name, release):
+        lines.append(f"{release}: the kernel computes on the host CPU when {h.condition} ({h.outcome}; {h.evidence})")
+    lines += ["", f"  {'torch_npu':<14}{'built':<12}{'status':<22}{'paths':<22}risk"]
     for r in rows:
         mark = "*" if r.version == chosen else " "
-        kind = f" ({r.composite_kind})" if r.composite_kind else (" (metadata)" if _kind(r) == "metadata" else "")
         built = (known[r.version].built or "-")[:10] if r.version in known else "-"
         same = aliases(r.version)
         tail = f"  [same data: {', '.join(same)}]" if same else ""
-        lines.append(f"{mark} {r.version:<14}{built:<12}{(r.status + kind):<22}{', '.join(r.paths) or '-':<22}"
+        lines.append(f"{mark} {r.version:<14}{built:<12}{(r.status + _kind_note(r)):<22}{', '.join(r.paths) or '-':<22}"
                      f"{r.risk or ''}{tail}".rstrip())
-    picked = next(r for r in rows if r.version == chosen)
-    lines.append(f"\n{chosen}: {picked.detail}")
-    # the kernel's recorded host paths on the release asked for (an alias has its own kernels: read, carried or none)
-    release = (resolve_version(version).release if version is not None else None) or chosen
-    for h in host_paths(name, release):
-        lines.append(f"{release}: the kernel computes on the host CPU when {h.condition} ({h.outcome}; {h.evidence})")
     _out("\n".join(lines) + "\n", [{**_as_dict(r), "host_paths": _host_paths(name, r)} for r in rows], kw)
+
+
+def _kind_note(r: Any) -> str:
+    """' (implicit)' / ' (explicit)' for a composite, ' (metadata)' for a metadata op shown as a view."""
+    return f" ({r.composite_kind})" if r.composite_kind else (" (metadata)" if _kind(r) == "metadata" else "")
+
+
+def _answer(r: Any, release: str) -> str:
+    """One line: 'aten::mm on torch_npu 2.14.0: native via op_api, acl_op; risk: ...'. `release` is the release asked
+    for; where its data is another release's (an alias), that one is named too."""
+    where = release if release == r.version else f"{release} (data of {r.version})"
+    paths = f" via {', '.join(r.paths)}" if r.paths else ""
+    risk = f"; risk: {r.risk}" if r.risk else ""
+    return f"{r.op} on torch_npu {where}: {r.status}{_kind_note(r)}{paths}{risk}"
 
 
 def _host_paths(op: str, r: Any) -> list[dict[str, Any]]:

@@ -263,7 +263,7 @@ def _plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: A
             peak = m.peak // t
             if peak <= usable:
                 m.changes.append({"change": f"tensor parallel degree {t} (with sequence parallel)", "peak_bytes": peak,
-                                  "extra_time_s": 0.0, "note": "weights, gradients, states and activations split t ways"})
+                                  "extra_time_s": 0.0, "note": f"weights, gradients, states and activations split {t} ways"})
                 break
         if layers and not any(c["peak_bytes"] <= usable for c in m.changes):
             # a model no single change fits (hundreds of billions of parameters): every held byte sharded, the
@@ -279,7 +279,7 @@ def _plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: A
                 if k > 1:
                     what += f", micro-batch {sc.batch // k} with {k} gradient-accumulation steps"
                 m.changes.append({"change": what, "peak_bytes": peak, "extra_time_s": step_time_s / 3,
-                                  "note": "weights, gradients and states sharded n ways, each layer's input kept; past "
+                                  "note": f"weights, gradients and states sharded {n} ways, each layer's input kept; past "
                                           "one 8-device node: communication per step: see the scale-out view"})
     else:
         cache = m.inputs
@@ -294,7 +294,7 @@ def _plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: A
         for t in (2, 4, 8):
             if m.peak // t <= usable:
                 m.changes.append({"change": f"tensor parallel degree {t}", "peak_bytes": m.peak // t, "extra_time_s": 0.0,
-                                  "note": "weights and cache split t ways"})
+                                  "note": f"weights and cache split {t} ways"})
                 break
         else:  # more than one 8-device node holds it: the fewest devices, every byte split evenly
             for n in _DEVICES[4:]:

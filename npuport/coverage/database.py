@@ -342,7 +342,8 @@ def view_answer(op: str, status: str, db: CoverageDB) -> tuple[str, str] | None:
 
     Only ops that reach the NPU count (native, composite; a metadata name like aten::size that torch does not list
     resolves to unsupported): a view with only a CPU kernel still falls back, and one torch_npu implements with an
-    acl_op / op_api kernel (view_as_real, view_as_complex, _conj) runs that kernel. resolve.py is meant to return
+    acl_op / op_api kernel (view_as_real, view_as_complex; _conj only in the four releases whose yaml registers it,
+    2.1.0.post6, 2.2.0.post2, 2.3.1rc1, 2.3.1) runs that kernel. resolve.py is meant to return
     Resolution(op, version, "view", paths, None, detail) when this gives an answer."""
     kind = view_kind(op, db)
     if kind is None or status not in ("native", "composite", "unsupported"):
@@ -363,12 +364,37 @@ def op_names(db: CoverageDB) -> frozenset[str]:
     return db.aten_ops() | frozenset(db.custom) | frozenset(db.dropped) | frozenset(b for b in bases if view_kind(b, db))
 
 
+DATA_NAMESPACES = ("aten", "npu")  # the namespaces the checked-in data covers
+
+
+def live_namespaces() -> frozenset[str]:
+    """The namespaces with at least one operator registered in this process's torch (none without torch). Read each
+    time: importing a library (torch.distributed.fsdp) registers more."""
+    try:
+        import torch  # noqa: PLC0415 - only for ops outside aten / npu: `coverage` commands must start without torch
+    except ImportError:
+        return frozenset()
+    return frozenset(n.split("::", 1)[0] for n in torch._C._dispatch_get_all_op_names() if "::" in n)
+
+
 def check_known(op: str, version: str | None = None) -> None:
     """Raise NpuportError naming the nearest operator names when an aten:: / npu:: op is in no release's data.
 
-    Ops of other namespaces are left to the caller (their library, not torch_npu, decides)."""
-    if op.split("::", 1)[0] not in ("aten", "npu"):
-        return
+    Ops of other namespaces are left to the caller (their library, not torch_npu, decides) when the running torch
+    registers any op of that namespace (fsdp:: once torch.distributed.fsdp is imported, prims::, c10d::); a namespace
+    that neither the data nor the running torch knows (a typo: atne::mm) raises "no coverage data for namespace",
+    naming the nearest namespaces, the data's first."""
+    ns = op.split("::", 1)[0]
+    if ns not in DATA_NAMESPACES:
+        live = live_namespaces()
+        if ns in live:
+            return
+        nearest = (difflib.get_close_matches(ns, DATA_NAMESPACES, n=2, cutoff=0.6)
+                   + difflib.get_close_matches(ns, sorted(live - set(DATA_NAMESPACES)), n=2, cutoff=0.6))
+        hint = "nearest: " + ", ".join(f"{n}::" for n in nearest) if nearest else "no namespace is close"
+        raise NpuportError(f"no coverage data for namespace {ns}::",
+                           f"aten:: or npu::, the torch_npu data's namespaces, or a namespace the running torch "
+                           f"registers; {hint}", op)
     chosen = load(version)
     if op in op_names(chosen):
         return

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from npuport.render.fmt import fmt_count, fmt_share, fmt_si, fmt_time, short_kernel_name, short_source
+from npuport.render.answers import IMPACTS, answers, by_impact, leaving_ops, unsupported_ops
+from npuport.render.fmt import fmt_bytes, fmt_count, fmt_share, fmt_si, fmt_time, short_kernel_name, short_source
 from npuport.render.table import Column, Table
 
-LEVEL_ORDER = {"error": 0, "warning": 1, "info": 2}
 MAX_ACTIONS = 5
 
 
@@ -64,27 +64,30 @@ def actions(data: dict[str, Any]) -> list[Action]:
     warnings, then fusions by the share of step time they save."""
     out: list[Action] = []
     cov = data.get("coverage") or {}
-    for f in cov.get("cpu_fallback", []):
+    for f in unsupported_ops(cov):
         where = _at(f["modules"][0] if f["modules"] else "", f["sources"][0] if f["sources"] else None)
-        if f["status"] == "unsupported":
-            out.append(Action(0, 1.0, f"{f['op']} is not implemented by torch_npu {cov['version']}", where,
-                              "replace the op, or pick a release that has it (see Coverage)"))
-        else:
-            share = max((o["time_share"] for o in data["ops"] if o["op"] == f["op"]), default=0.0)
-            fix = (f"avoid what sends torch_npu's kernel to the host ({f['condition']}), or use another op"
-                   if f["status"] == "cpu-path" else "use an op torch_npu runs natively, or a release without the fallback")
-            out.append(Action(1, share, f"{f['op']} runs on the host CPU ({f['calls']} calls, "
-                                        f"{fmt_time(f['estimated_transfer_s'])} of transfers)", where, fix))
+        out.append(Action(0, 1.0, f"{f['op']} has no kernel in torch_npu {cov['version']} (fails at run time)", where,
+                          "replace the op, or pick a release that has it (see Coverage)"))
+    for f in leaving_ops(cov):
+        where = _at(f["modules"][0] if f["modules"] else "", f["sources"][0] if f["sources"] else None)
+        share = max((o["time_share"] for o in data["ops"] if o["op"] == f["op"]), default=0.0)
+        fix = (f"avoid what sends torch_npu's kernel to the host ({f['condition']}), or use another op"
+               if f["status"] == "cpu-path" else "use an op torch_npu runs natively, or a release without the fallback")
+        out.append(Action(1, share, f"{f['op']} runs on the host CPU ({f['calls']} calls, "
+                                    f"{fmt_time(f['estimated_transfer_s'])} of transfers)", where, fix))
     for f in cov.get("conditional", []):
         share = max((o["time_share"] for o in data["ops"] if o["op"] == f["op"]), default=0.0)
         where = _at(f["modules"][0] if f["modules"] else "", f["sources"][0] if f["sources"] else None)
         out.append(Action(1, share, f"{f['op']} may run on the host CPU ({f['calls']} calls)", where,
                           f"check on the machine: the kernel goes to the host when {f['condition']}"))
+    unsupported = {f["op"] for f in unsupported_ops(cov)}
     for f in data.get("findings") or []:
-        if f["level"] == "info":
-            continue
+        if f["level"] == "info" or (f["evidence"] and all(e["op"] in unsupported for e in f["evidence"])):
+            continue  # an unsupported op is its own action above
         ev = f["evidence"][0] if f["evidence"] else {}
-        out.append(Action(0 if f["level"] == "error" else 1, f.get("time_share") or 0.0, f"{f['id']} {f['title']}",
+        # a slow path (impact performance) ranks with the other time savings, by the share it touches
+        tier = 0 if f["level"] == "error" else 2 if f.get("impact") == "performance" else 1
+        out.append(Action(tier, f.get("time_share") or 0.0, f"{f['id']} {f['title']}",
                           _at(ev.get("module"), ev.get("source")) if ev else "", f["fix"]))
     out += _fusion_actions(data)
     out += graph_actions(data)
@@ -146,46 +149,82 @@ def _fusion_actions(data: dict[str, Any]) -> list[Action]:
     return out
 
 
+def _finding_phrase(f: dict[str, Any]) -> str:
+    """'NPB051 topk(sorted=False) is not supported (348 calls at modeling_deepseek_v3.py:151)'."""
+    ev = f["evidence"][0] if f["evidence"] else {}
+    at = _at(ev.get("module"), ev.get("source")) if ev else ""
+    return f"{f['id']} {f['title']} ({f['calls']} calls" + (f" at {at}" if at else "") + ")"
+
+
 def _runs_line(data: dict[str, Any]) -> str:
+    """Will it run: an op with no kernel or a finding whose impact is a crash says no (named), a crash warning says
+    at risk, CPU fallbacks say yes with their transfer cost."""
     cov = data.get("coverage")
     if not cov:
         return f"Runs on the target? not checked: {data['chip']} is not an NPU (use --torch-npu to check a release)"
+    runs = answers(data)["runs"]
+    findings = {f["id"]: f for f in data.get("findings") or []}
     by = cov["by_status"]
     n = sum(v["ops"] for v in by.values())
     counts = ", ".join(f"{v['ops']} {k}" for k, v in by.items())
-    bad = cov["cpu_fallback"]
-    unsupported = [f["op"] for f in bad if f["status"] == "unsupported"]
-    fallback = [f for f in bad if f["status"] != "unsupported"]
     maybe = cov.get("conditional") or []
     unless = (f"; {len(maybe)} op(s) may compute on the host ({', '.join(f['op'] for f in maybe[:3])}: see Coverage)"
               if maybe else "")
-    if not bad:
-        return f"Runs on torch_npu {cov['version']}? yes, all {n} compute ops ({counts}){unless}"
+    notes = runs["crash_notes"]
+    noted = f"; note{'s' if len(notes) > 1 else ''}: {', '.join(notes)} (see Behaviour differences)" if notes else ""
+    head = f"Runs on torch_npu {cov['version']}? "
+    if runs["answer"] == "yes":
+        return head + f"yes, all {n} compute ops ({counts}){unless}{noted}"
     parts = []
+    unsupported = runs["unsupported_ops"]
     if unsupported:
-        parts.append(f"{len(unsupported)} op(s) not implemented ({', '.join(unsupported[:3])})")
+        parts.append(f"{len(unsupported)} op(s) have no NPU kernel and fail at run time ({', '.join(unsupported[:3])})")
+    failing = runs["failing_findings"]
+    parts += [_finding_phrase(findings[i]) for i in failing[:3]]
+    if len(failing) > 3:
+        parts.append(f"{len(failing) - 3} more failing finding(s)")
+    at_risk = runs["at_risk_findings"]
+    if at_risk:
+        parts.append("may fail: " + "; ".join(_finding_phrase(findings[i]) for i in at_risk[:3])
+                     + (f"; {len(at_risk) - 3} more" if len(at_risk) > 3 else ""))
+    fallback = leaving_ops(cov)
     if fallback:
         t = sum(f["estimated_transfer_s"] for f in fallback)
         parts.append(f"{len(fallback)} op(s) fall back to the CPU ({', '.join(f['op'] for f in fallback[:3])}; "
-                     f"{fmt_time(t)} of host transfers per step)")
-    verdict = "NO" if unsupported else "yes, with CPU fallbacks"
+                     f"{fmt_time(t)} of host transfers per step, not in the step time)")
+    if not unsupported:  # the failure is in how the ops are called, not in a missing kernel
+        parts.append(f"all {n} compute ops have an NPU kernel ({counts})")
+    verdict = {"no": "NO", "at-risk": "at risk", "with-cpu-fallbacks": "yes, with CPU fallbacks"}[runs["answer"]]
     earliest = cov.get("earliest_without_fallback")
-    tail = f"; earliest checked-in release without: {earliest}" if earliest else ""
-    return f"Runs on torch_npu {cov['version']}? {verdict}: " + "; ".join(parts) + tail + unless
+    tail = f"; earliest checked-in release without: {earliest}" if earliest and (unsupported or fallback) else ""
+    return head + f"{verdict}: " + "; ".join(parts) + tail + unless + noted
+
+
+def _tally_line(question: str, tally: dict[str, Any]) -> str:
+    ids = tally["findings"]
+    head = f"{question}? {tally['error']} error(s), {tally['warning']} warning(s), {tally['info']} note(s)"
+    return head + (f": {', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}" if ids else "")
 
 
 def _differs_line(data: dict[str, Any]) -> str:
-    findings = data.get("findings")
-    if findings is None:
+    """Findings about numerics only: a crash answers "Runs?", a slow path the performance line."""
+    tally = answers(data)["computes_differently"]
+    if tally is None:
         return "Computes differently? not checked: behaviour rules describe NPU targets"
-    counts = {lvl: sum(1 for f in findings if f["level"] == lvl) for lvl in LEVEL_ORDER}
-    ids = ", ".join(f["id"] for f in sorted(findings, key=lambda f: LEVEL_ORDER.get(f["level"], 3))[:3])
-    head = f"Computes differently? {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
-    return head + (f": {ids}{', ...' if len(findings) > 3 else ''}" if findings else "")
+    return _tally_line("Computes differently", tally)
+
+
+def _slow_line(data: dict[str, Any]) -> str | None:
+    """Findings about performance (work sent to AICPU or the host, serialised kernels), next to the numeric ones
+    but counted apart; no line when there are none."""
+    tally = answers(data)["slow_paths"]
+    if tally is None or not tally["findings"]:  # none: the step time above says the rest
+        return None
+    return _tally_line(f"Slow paths on {data['chip']}", tally)
 
 
 def _gib(n: int | None) -> str:
-    return "-" if n is None else f"{n / 2**30:.1f} GiB"
+    return "-" if n is None else fmt_bytes(n)
 
 
 def _fits_line(data: dict[str, Any]) -> str | None:
@@ -292,6 +331,9 @@ def summary(data: dict[str, Any]) -> Section:
     if fits:
         sec.lines.append(fits)
     sec.lines.append(_differs_line(data))
+    slow = _slow_line(data)
+    if slow:
+        sec.lines.append(slow)
     for f in data.get("failed_scenarios", []):
         sec.lines.append(f"Scenario {f['name']} could not be traced: {f['reason']}")
     comm = _comm_line(data)
@@ -326,7 +368,7 @@ def step_time_table(data: dict[str, Any]) -> Table:
 
 def scenarios_section(data: dict[str, Any]) -> Section:
     sec = Section("scenarios", "Scenarios")
-    cols = [Column("scenario"), Column("shape"), Column("compute ops", "right"), Column("FLOPs", "right"),
+    cols = [Column("scenario"), Column("shape"), Column("compute calls", "right"), Column("FLOPs", "right"),
             Column("bytes", "right"), Column("device time", "right"), Column("host time", "right", priority=1),
             Column("bound", priority=1), Column("roofline bound", "right", priority=2)]
     rows = []
@@ -367,7 +409,7 @@ def inventory_section(data: dict[str, Any], top: int = 30, show_views: bool = Fa
     names = [s["name"] for s in data["scenarios"]]
     ops = [o for o in data["ops"] if show_views or o["kind"] == "compute"]
     has_cov = any("coverage" in o for o in ops)
-    cols = [Column("op", kind="code"), Column("class", kind="class"), Column("share", "right")]
+    cols = [Column("op", kind="code"), Column("class", kind="class"), Column("mean share", "right")]
     cols += [Column(n, "right", priority=2) for n in names]
     cols += [Column("calls", "right"), Column("shapes by scenario (top; +distinct)", priority=5),
              Column("dtype", priority=4), Column("modules", priority=3), Column("fused", priority=6)]
@@ -390,7 +432,7 @@ def inventory_section(data: dict[str, Any], top: int = 30, show_views: bool = Fa
             row.append(cov.get("status", "?") + (f" ({'/'.join(cov['paths'])})" if cov.get("paths") else ""))
         rows.append(row)
     sec = Section("inventory", "Operator inventory (by estimated time share, mean over scenarios)")
-    sec.tables.append(Table("ops", "", cols, rows, limit=None if top <= 0 else top, more="{n} more ops not shown (--top 0 shows all)"))
+    sec.tables.append(Table("ops", "", cols, rows, more="{n} more ops"))
     views = [o for o in data["ops"] if o["kind"] == "view"]
     if views:
         sec.details.append(Table("view_ops", "View and metadata ops (no data movement of their own)",
@@ -427,13 +469,13 @@ def inventory_section(data: dict[str, Any], top: int = 30, show_views: bool = Fa
 
 def modules_section(data: dict[str, Any]) -> Section:
     names = [s["name"] for s in data["scenarios"]]
-    cols = [Column("module", kind="code"), Column("type", priority=2), Column("share", "right")]
+    cols = [Column("module", kind="code"), Column("type", priority=2), Column("mean share", "right")]
     cols += [Column(n, "right", priority=1) for n in names]
     rows = [[me["module"], me["type"], fmt_share(me["time_share"]),
              *[fmt_share(me["scenarios"][n]["time_share"]) if n in me["scenarios"] else "" for n in names]]
             for me in data["modules"]]
     sec = Section("modules", "Modules (layer indices merged)")
-    sec.tables.append(Table("modules", "", cols, rows, limit=12, more="{n} more modules in --format markdown / html / json"))
+    sec.tables.append(Table("modules", "", cols, rows, more="{n} more modules"))
     return sec
 
 
@@ -449,6 +491,10 @@ def chips_section(data: dict[str, Any]) -> Section:
     return sec
 
 
+def _first_where(f: dict[str, Any]) -> str:
+    return (f["modules"][0] if f["modules"] else "") + (f" @ {short_source(f['sources'][0])}" if f["sources"] else "")
+
+
 def coverage_section(data: dict[str, Any]) -> Section | None:
     cov = data.get("coverage")
     if not cov:
@@ -457,21 +503,27 @@ def coverage_section(data: dict[str, Any]) -> Section | None:
     rows = [[k, str(v["ops"]), fmt_count(int(v["calls"])), fmt_share(v["time_share"])] for k, v in cov["by_status"].items()]
     sec.tables.append(Table("coverage_status", "", [Column("status", kind="status"), Column("ops", "right"),
                                                    Column("calls", "right"), Column("time share", "right")], rows))
-    if cov["cpu_fallback"]:
+    failing = unsupported_ops(cov)
+    if failing:
+        urows = [[f["op"], str(f["calls"]), _first_where(f), f.get("detail") or ""] for f in failing]
+        sec.tables.append(Table("unsupported", f"Ops that fail on torch_npu {cov['version']} (no NPU kernel, no fallback: "
+                                               "the run stops at the first call)",
+                                [Column("op", kind="code"), Column("calls", "right"), Column("where"),
+                                 Column("detail", priority=6)], urows))
+    leaving = leaving_ops(cov)
+    if leaving:
         switch = (f"set {cov['fallback_error_env']}=1 to make a fallback an error" if cov.get("fallback_error_env")
                   else "this release has no switch to make a fallback an error")
-        frows = [[f["op"], f["status"], str(f["calls"]),
-                  (f["modules"][0] if f["modules"] else "") + (f" @ {short_source(f['sources'][0])}" if f["sources"] else ""),
+        frows = [[f["op"], f["status"], str(f["calls"]), _first_where(f),
                   fmt_si(f["bytes_crossing_host"], "B"), fmt_time(f["estimated_transfer_s"]), f.get("detail") or ""]
-                 for f in cov["cpu_fallback"]]
+                 for f in leaving]
         sec.tables.append(Table("fallbacks", f"Ops that leave the NPU ({switch})",
                                 [Column("op", kind="code"), Column("status", kind="status"), Column("calls", "right"),
                                  Column("where"), Column("bytes host<->device", "right", priority=2),
                                  Column("transfer estimate", "right"), Column("detail", priority=6)], frows))
+        sec.after.append("transfer estimates: bytes over the host link per step; not included in the step times")
     if cov.get("conditional"):
-        crows = [[f["op"], str(f["calls"]),
-                  (f["modules"][0] if f["modules"] else "") + (f" @ {short_source(f['sources'][0])}" if f["sources"] else ""),
-                  f["condition"] or ""] for f in cov["conditional"]]
+        crows = [[f["op"], str(f["calls"]), _first_where(f), f["condition"] or ""] for f in cov["conditional"]]
         sec.tables.append(Table("conditional", "Ops whose torch_npu kernel computes on the host under a condition the "
                                                "trace does not show (mappings/coverage/conditions.yaml)",
                                 [Column("op", kind="code"), Column("calls", "right"), Column("where"),
@@ -479,27 +531,45 @@ def coverage_section(data: dict[str, Any]) -> Section | None:
     if cov.get("earliest_without_fallback"):
         sec.after.append(f"earliest-built torch_npu release with no CPU fallback for this model: {cov['earliest_without_fallback']}")
     for version, ops in (cov.get("releases_with_fallback") or {}).items():
-        sec.after.append(f"torch_npu {version}: {len(ops)} op(s) leave the NPU: {', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''}")
+        sec.after.append(f"torch_npu {version}: {len(ops)} op(s) leave the NPU or fail: {', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''}")
     sec.after.append("releases checked, oldest-built first until one runs every op on the NPU: "
                      + ", ".join(cov.get("checked_versions", [])))
     return sec
+
+
+def _finding_share(f: dict[str, Any]) -> str:
+    """'25.5% (decode)': the largest share of one scenario's time, with the scenario (from the evidence when the JSON
+    predates `time_share_by_scenario`)."""
+    if f.get("time_share") is None:
+        return ""
+    per = f.get("time_share_by_scenario")
+    if per is None:
+        per = {}
+        for e in f["evidence"]:
+            per[e["scenario"]] = per.get(e["scenario"], 0.0) + (e.get("time_share") or 0.0)
+    top = max(per, key=lambda k: per[k]) if per else None
+    return fmt_share(f["time_share"]) + (f"\n({top})" if top else "")  # the scenario under it: a narrow column
 
 
 def findings_section(data: dict[str, Any]) -> Section | None:
     findings = data.get("findings")
     if findings is None:
         return None
-    sec = Section("findings", f"Behaviour differences on {data['chip']} ({len(findings)} findings)")
+    kinds = {k: len(by_impact(findings, k)) for k in IMPACTS}
+    by_kind = ", ".join(f"{n} {k}" for k, n in kinds.items() if n)
+    sec = Section("findings", f"Behaviour differences on {data['chip']} ({len(findings)} findings"
+                              + (f": {by_kind}" if by_kind else "") + ")")
+    # a finding's share is of one scenario's step (its largest), not the inventory's mean over scenarios
     cols = [Column("id"), Column("level", kind="level"), Column("impact", priority=2), Column("title"),
-            Column("calls", "right", priority=2), Column("share", "right", priority=1), Column("where", priority=3, essential=True),
-            Column("fix")]
+            Column("calls", "right", priority=2), Column("share (largest)", "right", priority=1),
+            Column("where", priority=3, essential=True), Column("fix")]
     rows = []
     for f in findings:
         ev = f["evidence"][0] if f["evidence"] else {}
         where = _where(ev.get("module"), ev.get("source")) if ev else ""
-        share = fmt_share(f["time_share"]) if f.get("time_share") is not None else ""
+        share = _finding_share(f)
         rows.append([f["id"], f["level"], f["impact"], f["title"], str(f["calls"]), share, where, f["fix"]])
-    sec.tables.append(Table("findings", "", cols, rows, limit=25, more="{n} more findings in --format markdown / html / json"))
+    sec.tables.append(Table("findings", "", cols, rows, more="{n} more findings"))
     if findings:
         sec.hints.append("details per finding (message, evidence, source of the fact): --format markdown / html / json")
         sec.details.append(Table("finding_details", "What each finding says and where its fact comes from",
@@ -517,7 +587,8 @@ def findings_section(data: dict[str, Any]) -> Section | None:
                 ev_rows.append([f["id"], "", "", f"... {f['evidence_omitted']} more places (JSON keeps the first ones)", "", "", "", "", ""])
         sec.details.append(Table("finding_evidence", "Evidence (every recorded place, per finding)",
                                  [Column("id"), Column("scenario"), Column("op", kind="code"), Column("module", kind="code"),
-                                  Column("type"), Column("source"), Column("calls", "right"), Column("share", "right"),
+                                  Column("type"), Column("source"), Column("calls", "right"),
+                                  Column("share of the scenario", "right"),
                                   Column("detail")], ev_rows))
     return sec
 
@@ -533,8 +604,8 @@ def scan_section(data: dict[str, Any]) -> Section | None:
     if rows:
         sec.tables.append(Table("diagnostics", "", [Column("id"), Column("location"), Column("message"),
                                                     Column("NPU equivalent", priority=3),
-                                                    Column("transfer_to_npu", priority=5)], rows, limit=25,
-                                more="{n} more in --format markdown / html / json"))
+                                                    Column("transfer_to_npu", priority=5)], rows,
+                                more="{n} more source references"))
     sec.after.append(f"{s['found']} CUDA reference(s) in {s['files']} file(s): {s['handled_automatically']} handled automatically by "
                      f"transfer_to_npu ({s['automatic_percent']}%), {s['manual']} need a manual change, {s['migratable']} rewritten by `npuport migrate`")
     return sec
@@ -553,25 +624,33 @@ def _fusion_why(r: dict[str, Any]) -> str:
 
 
 def fusions_section(data: dict[str, Any]) -> Section | None:
+    """Every fusion row, the largest saving first as a share of its own scenario's step: the order of the top
+    actions, so the first rows the terminal shows are the savings the summary quotes."""
     rows_in = data.get("fusions")
     if not rows_in:
         return None
-    first = next((s["name"] for s in data["scenarios"] if s["kind"] != "decode"), data["scenarios"][0]["name"])
-    ordered = sorted(rows_in, key=lambda r: (r["scenario"] != first, r["scenario"]))
-    cols = [Column("scenario", priority=5), Column("pattern (matches)"), Column("status", kind="status"),
-            Column("module", priority=2, essential=True), Column("replacement", priority=3, essential=True),
-            Column("saves", "right"), Column("why / blocked by", priority=6)]
+    times = _scenario_times(data)
+    order = {s["name"]: i for i, s in enumerate(data["scenarios"])}
+
+    def share(r: dict[str, Any]) -> float:
+        t = times.get(r["scenario"])
+        return (r["time_saved_s"] or 0.0) / t if t else 0.0
+
+    ordered = sorted(rows_in, key=lambda r: (-share(r), order.get(r["scenario"], len(order)), r["pattern"], r["module"]))
+    cols = [Column("scenario"), Column("pattern (matches)"), Column("status", kind="status"),
+            Column("module", kind="code", priority=2, essential=True), Column("replacement", priority=3, essential=True),
+            Column("saves per step", "right"), Column("why / blocked by", priority=6)]
     rows = []
     for r in ordered:
         rep = r["replacement"]
-        saves = f"{fmt_time(r['time_saved_s'])}, {fmt_si(r['bytes_saved'], 'B')}, {r['launches_saved']} launches" if r["launches_saved"] else "-"
+        saves = (f"{fmt_time(r['time_saved_s'])} ({fmt_share(share(r))})\n{fmt_si(r['bytes_saved'], 'B')}, "
+                 f"{r['launches_saved']} launches" if r["launches_saved"] else "-")
         replacement = "-" if r["status"] == "fused" else rep["op"] if rep else "none fits"
         rows.append([r["scenario"], f"{r['pattern']} x{r['matches']}", r["status"], r["module"], replacement, saves,
                      _fusion_why(r)])
-    n_first = sum(1 for r in ordered if r["scenario"] == first)
-    sec = Section("fusions", f"Fusion opportunities (saving on {data['chip']}, roofline estimate)")
-    sec.tables.append(Table("fusions", "", cols, rows, limit=min(n_first, 20),
-                            more="{n} more (other scenarios, or beyond 20) in --format markdown / html / json"))
+    sec = Section("fusions", f"Fusion opportunities (saving on {data['chip']} per step and as a share of it, roofline "
+                             "estimate; largest share first)")
+    sec.tables.append(Table("fusions", "", cols, rows, more="{n} more fusion rows"))
     return sec
 
 
@@ -588,7 +667,7 @@ def routes_section(data: dict[str, Any]) -> Section | None:
                           for c in r["candidates"])
         rows.append([target, r["recommended"] or "-", cands])
     sec.tables.append(Table("routes", "", [Column("target"), Column("recommended"), Column("candidates (score)")], rows,
-                            limit=12, more="{n} more in --format markdown / html / json"))
+                            more="{n} more routes"))
     sec.after.append("performance and coverage are evidence (roofline, coverage data, constraint checks); the other "
                      "dimensions are judgements stated in mappings/routes.yaml")
     dims = list(w)
@@ -610,7 +689,9 @@ def memory_section(data: dict[str, Any]) -> Section | None:
     if not scen:
         return None
     names = [s["name"] for s in scen]
-    sec = Section("memory", f"Device memory (traced on fake tensors; optimizer {scen[0]['memory'].get('optimizer') or '-'} for training)")
+    optimizer = next((s["memory"].get("optimizer") for s in scen if s["kind"] == "train"), None)
+    sec = Section("memory", "Device memory (traced on fake tensors" + (f"; optimizer {optimizer} for training" if optimizer else "")
+                  + ")")
     rows_spec = [("weights", "weights_bytes"), ("gradients", "grads_bytes"), ("optimizer states", "optimizer_states_bytes"),
                  ("master weights", "master_weights_bytes"), ("optimizer step temporary", "optimizer_step_temporary_bytes"),
                  ("activations kept for backward", "activations_bytes"), ("inputs (a decode step: its cache)", "inputs_bytes"),
@@ -622,9 +703,10 @@ def memory_section(data: dict[str, Any]) -> Section | None:
         if all(v in (None, 0) for v in vals) and key not in ("peak_bytes", "weights_bytes"):
             continue
         rows.append([label] + [_gib(v) if v is not None else "" for v in vals])
-    rows.append(["traced peak at"] + [f"{s['memory']['traced_peak_phase']} {s['memory']['traced_peak_module'] or ''}".strip()
-                                      for s in scen])
     sec.tables.append(Table("memory", "", [Column("bytes on the device")] + [Column(n, "right") for n in names], rows))
+    # where the traced peak falls: a module path, too long for a column of numbers
+    sec.lines.append("traced peak at: " + "; ".join(
+        f"{s['name']} {s['memory']['traced_peak_phase']} {s['memory']['traced_peak_module'] or ''}".strip() for s in scen))
     chips = [f["chip"] for f in scen[0]["memory"]["fit"]]
     frows = []
     for chip in chips:
@@ -651,8 +733,28 @@ def memory_section(data: dict[str, Any]) -> Section | None:
             sec.details.append(Table(f"activations_{s['name']}", f"Activations kept for backward by module ({s['name']}, "
                                                                   "layer indices merged, innermost modules)",
                                      [Column("module", kind="code"), Column("bytes", "right")],
-                                     [[k, _gib(v)] for k, v in by.items()]))
+                                     activation_rows(by, s["memory"].get("activations_bytes"))))
     return sec
+
+
+ACTIVATIONS_SHOWN = 12  # the rows of activations_by_module the JSON keeps (npuport.cost.memory)
+
+
+def activation_rows(by: dict[str, int], total: int | None) -> list[list[str]]:
+    """The innermost modules' rows, then what they do not cover, so the rows add up to the total: a module's rows
+    count only its innermost children, so what a parent module's own code keeps (an attention's SDPA output, an
+    MLP's activation) and the model's own code (its loss, its final reshape) is the remainder."""
+    rows = [[k, _gib(v)] for k, v in by.items()]
+    if total is None:
+        return rows
+    rest = total - sum(by.values())
+    if rest > 0:
+        smaller = ", smaller modules" if len(by) >= ACTIVATIONS_SHOWN else ""
+        rows.append([f"elsewhere: non-leaf modules{smaller} and the model's own code", _gib(rest)])
+    elif rest < 0:  # a module's output that a later op freed before forward returned
+        rows.append(["counted above but freed before forward returned", "-" + _gib(-rest)])
+    rows.append(["total (activations kept for backward)", _gib(total)])
+    return rows
 
 
 def _ratio(r: float | None) -> str:
@@ -738,7 +840,7 @@ def profile_section(data: dict[str, Any]) -> Section | None:
                                      Column("measured share", "right", priority=1)],
                                     [[m["module"], fmt_time(m["estimated_s"]), fmt_time(m["measured_s"]),
                                       fmt_share(m["estimated_share"]), fmt_share(m["measured_share"])]
-                                     for m in j["modules"]], limit=15, more="{n} more modules: --top 0 for all"))
+                                     for m in j["modules"]], more="{n} more modules"))
         only = ", ".join(f"{r['op']} ({fmt_share(r['measured_share'])})" for r in j["only_in_profile"]) or "none"
         sec.after.append(f"{sc}: only in the profile: {only}")
         sec.after.append(f"{sc}: only in the audit: {', '.join(j['only_in_audit']) or 'none'}")
@@ -751,7 +853,7 @@ def notes_section(data: dict[str, Any]) -> Section:
     return sec
 
 
-def communication_section(data: dict[str, Any]) -> Section | None:
+def communication_section(data: dict[str, Any], top: int = 0) -> Section | None:
     """One rank's collectives per scenario: what, where, how big, how long on each chip, HCCL's support, and
     whether the step can hide them behind compute."""
     dist = data.get("distributed")
@@ -780,7 +882,7 @@ def communication_section(data: dict[str, Any]) -> Section | None:
     for s in scen:
         crow = []
         rows_in = s["communication"]["collectives"]
-        if len(rows_in) > _COLLECTIVE_ROWS:  # the terminal shows the ones that take the most time on the target
+        if 0 < top < len(rows_in):  # the terminal shows the ones that take the most time on the target
             rows_in = sorted(rows_in, key=lambda r: -r["calls"] * r["time_s_per_call"].get(target, 0.0))
         for r in rows_in:
             h = r.get("hccl") or {}
@@ -792,22 +894,23 @@ def communication_section(data: dict[str, Any]) -> Section | None:
                       [Column("collective"), Column("phase"), Column("module", kind="code"), Column("calls", "right"),
                        Column("bytes", "right"), Column("dtype", priority=1), Column("group", "right", priority=1),
                        Column("time", "right"), Column("overlap", priority=2), Column("HCCL", kind="status")], crow,
-                      limit=_COLLECTIVE_ROWS, more="{n} more collectives (less time) in --format markdown / html / json")
+                      more="{n} more collectives (less time)")
         sec.tables.append(table)
     sec.after += [f"estimated: {e}" for e in dist.get("estimated", [])] + [f"note: {n}" for n in dist.get("notes", [])]
     return sec
 
 
-_COLLECTIVE_ROWS = 12  # a scenario's collectives the terminal lists; markdown, HTML and JSON list all
-
-
 def build(data: dict[str, Any], top: int = 30, show_views: bool = False) -> list[Section]:
     """The whole document: the answer first, then what to act on, then the inventory and the detail."""
     parts: list[Section | None] = [
-        summary(data), scenarios_section(data), profile_section(data), memory_section(data), communication_section(data),
+        summary(data), scenarios_section(data), profile_section(data), memory_section(data), communication_section(data, top),
         coverage_section(data), findings_section(data),
         scan_section(data),
         fusions_section(data), inventory_section(data, top, show_views), modules_section(data), chips_section(data),
         routes_section(data), notes_section(data),
     ]
-    return [p for p in parts if p is not None]
+    sections = [p for p in parts if p is not None]
+    for sec in sections:  # --top: the rows of every table the terminal shows (0: all)
+        for t in sec.tables:
+            t.limit = top if top > 0 else None
+    return sections

@@ -145,7 +145,7 @@ def _tone(question: str, answer: str) -> str:
     if a.startswith("not checked"):
         return "muted"
     if question.startswith("Runs on"):
-        return "bad" if answer.startswith("NO") else "warn" if "fallback" in a else "ok"
+        return "bad" if answer.startswith("NO") else "warn" if a.startswith(("at risk", "yes, with")) else "ok"
     errors = re.search(r"(\d+) error", answer)
     warnings = re.search(r"(\d+) warning", answer)
     if errors and int(errors.group(1)):
@@ -189,7 +189,7 @@ def _summary(data: dict[str, Any], sec: Section) -> str:
     if data.get("baseline_chip"):
         meta.append(f"compared with {data['baseline_chip']}")
     meta += [f"{len(data['scenarios'])} scenario(s)", f"npuport {data['npuport_version']}"]
-    tiles = [line for line in sec.lines if line.startswith(("Runs on", "Computes differently"))]
+    tiles = [line for line in sec.lines if line.startswith(("Runs on", "Computes differently", "Slow paths"))]
     others = [line for line in sec.lines if line not in tiles]
     body = [f'<section id="sec-{_e(sec.id)}"><h1>{_e(sec.title)}</h1><p class="meta">{_e(" · ".join(meta))}</p>',
             '<div class="card">', '<div class="answers">' + "".join(_answer_tile(t) for t in tiles) + "</div>"]

@@ -11,7 +11,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from npuport.render.audit_doc import Section, build, scan_section, summary
-from npuport.render.table import fit
+from npuport.render.table import Fitted, Table, fit_table
 
 
 def print_section(sec: Section, console: Console, wide: bool = False) -> None:
@@ -31,18 +31,38 @@ def print_section(sec: Section, console: Console, wide: bool = False) -> None:
             grid.add_row(f"  {i}.", Text(item))
         console.print(grid)
     for t in sec.tables:
-        rt, hidden = fit(t, console.width, wide)
-        console.print(rt)
-        if hidden > 0 and t.more:
-            console.print(Text("  " + t.more.format(n=hidden), style="dim"))
-    if sec.after or sec.hints:
-        grid = RichTable.grid(padding=(0, 0))
-        grid.add_column(no_wrap=True)
-        grid.add_column(overflow="fold")
-        for line in sec.after + sec.hints:
-            indent = len(line) - len(line.lstrip(" "))
-            grid.add_row(" " * (2 + indent), Text(line.strip(), style="dim"))
-        console.print(grid)
+        got = fit_table(t, console.width, wide)
+        console.print(got.table)
+        _dim_lines(console, left_out(t, got))
+    _dim_lines(console, sec.after + sec.hints)
+
+
+def _dim_lines(console: Console, lines: list[str]) -> None:
+    """Lines under a table, indented by two (plus their own indent), wrapped lines aligned with their first."""
+    if not lines:
+        return
+    grid = RichTable.grid(padding=(0, 0))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for line in lines:
+        indent = len(line) - len(line.lstrip(" "))
+        grid.add_row(" " * (2 + indent), Text(line.strip(), style="dim"))
+    console.print(grid)
+
+
+def left_out(t: Table, got: Fitted) -> list[str]:
+    """What the terminal left out of a table and how to see it: rows beyond --top, columns beyond the width."""
+    out = []
+    if got.hidden_rows > 0:
+        more = (t.more or "{n} more rows").format(n=got.hidden_rows)
+        if got.hidden_rows == 1 and more.endswith("s"):  # "1 more row", "1 more module"
+            more = more[:-1]
+        out.append(f"{more} not shown: --top 0 shows all (--format markdown / html / json always do)")
+    if got.hidden_columns:
+        n = len(got.hidden_columns)
+        out.append(f"{n} column{'s' if n > 1 else ''} left out at this width ({', '.join(got.hidden_columns)}): "
+                   "--wide, or --format markdown / html")
+    return out
 
 
 def render_text(data: dict[str, Any], console: Console, top: int = 30, show_views: bool = False, wide: bool = False) -> None:

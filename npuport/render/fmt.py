@@ -25,6 +25,15 @@ def fmt_si(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
+def fmt_bytes(n: float) -> str:
+    """Bytes in binary units, one decimal, the largest unit that keeps the number at 0.1 or more ('12.6 GiB',
+    '0.5 GiB', '64.0 KiB'; under 1 KiB in bytes): a small buffer does not read as '0.0 GiB'."""
+    for unit, size, least in (("GiB", 2**30, 2**30 / 10), ("MiB", 2**20, 2**20 / 10), ("KiB", 2**10, 2**10)):
+        if abs(n) >= least:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
 def fmt_share(share: float) -> str:
     if share <= 0:
         return "0%"

@@ -85,39 +85,70 @@ def _rich(t: Table, keep: list[int], rows: list[list[str]], widths: dict[int, in
 
 
 def _as_list(t: Table, rows: list[list[str]], keep: list[int]) -> RichTable:
-    """A table too wide for the terminal as a list: each row's always-shown cells on one line, then one indented
-    line per other column worth showing (the essential ones and those that fitted)."""
+    """A table too wide for the terminal as a list: each row's first cell, then its other always-shown cells each
+    after its column's name (a number without its column would not say which scenario or chip it is for), then one
+    indented line per other column worth showing (the essential ones and those that fitted)."""
     grid = RichTable.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
     base = [i for i, c in enumerate(t.columns) if c.priority == 0]
-    extra = [i for i, c in enumerate(t.columns) if c.priority and (c.essential or i in keep)]
     for row in rows:
-        head = Text("  ").join(cell(row[i], t.columns[i].kind) for i in base if row[i])
+        first = [cell(_flat(row[base[0]]), t.columns[base[0]].kind)] if base and row[base[0]] else []
+        named = [Text(f"{t.columns[i].name}: ").append_text(cell(_flat(row[i]), t.columns[i].kind))
+                 for i in base[1:] if row[i]]
+        head = Text("  ").join(first + named)
         grid.add_row("-", head)
-        for i in extra:
+        for i in _list_extra(t, keep):
             if row[i]:
-                grid.add_row("", Text(f"{t.columns[i].name}: " + " ".join(row[i].split())))
+                grid.add_row("", Text(f"{t.columns[i].name}: " + _flat(row[i])))
     return grid
 
 
-def fit(t: Table, width: int, wide: bool) -> tuple[RichTable, int]:
-    """The table with the columns that fit `width` (all when `wide`), and how many rows it leaves out.
+def _flat(text: str) -> str:
+    """A cell's lines as one (a list line wraps by itself)."""
+    return " ".join(text.split())
+
+
+def _list_extra(t: Table, keep: list[int]) -> list[int]:
+    """The columns a list shows on lines of their own: those that fitted, the essential ones, and every column at
+    least as important as an essential one (a list has the room a table lacked)."""
+    bar = max((c.priority for c in t.columns if c.essential), default=0)
+    return [i for i, c in enumerate(t.columns) if c.priority and (c.essential or i in keep or c.priority <= bar)]
+
+
+@dataclass
+class Fitted:
+    """A table as the terminal shows it, and what it leaves out: rows beyond the table's limit and the names of the
+    columns that did not fit the width."""
+
+    table: RichTable
+    hidden_rows: int
+    hidden_columns: list[str]
+
+
+def fit_table(t: Table, width: int, wide: bool) -> Fitted:
+    """The table with the columns that fit `width` (all when `wide`), the rows it leaves out and the columns it drops.
 
     Columns of priority 0 are always shown; the others are added by rising priority while every shown column can
     still be as wide as its longest word, so a cell wraps between words and is never cut to an ellipsis. When an
     essential column (a module, a source line) does not fit, the table is printed as a list instead."""
     rows = t.rows if t.limit is None else t.rows[: t.limit]
+    hidden = len(t.rows) - len(rows)
     if wide:
         keep = list(range(len(t.columns)))
-        return _rich(t, keep, rows, _widths(t, keep, rows, 10**6) or {}), len(t.rows) - len(rows)
+        return Fitted(_rich(t, keep, rows, _widths(t, keep, rows, 10**6) or {}), hidden, [])
     keep = [i for i, c in enumerate(t.columns) if c.priority == 0]
     for i in sorted((i for i, c in enumerate(t.columns) if c.priority), key=lambda i: t.columns[i].priority):
         if _widths(t, sorted(keep + [i]), rows, width) is not None:
             keep = sorted(keep + [i])
     widths = _widths(t, keep, rows, width)
     if widths is None or any(c.essential and i not in keep for i, c in enumerate(t.columns)):
-        return _as_list(t, rows, keep), len(t.rows) - len(rows)
-    return _rich(t, keep, rows, widths), len(t.rows) - len(rows)
+        shown = set(keep) | set(_list_extra(t, keep))
+        return Fitted(_as_list(t, rows, keep), hidden, [c.name for i, c in enumerate(t.columns) if i not in shown])
+    return Fitted(_rich(t, keep, rows, widths), hidden, [c.name for i, c in enumerate(t.columns) if i not in keep])
 
 
+def fit(t: Table, width: int, wide: bool) -> tuple[RichTable, int]:
+    """fit_table's table and the number of rows it leaves out."""
+    got = fit_table(t, width, wide)
+    return got.table, got.hidden_rows

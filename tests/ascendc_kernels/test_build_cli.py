@@ -49,6 +49,32 @@ def test_build_exits_2_with_one_clear_line(monkeypatch):
     assert "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("var", ["ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"])
+def test_build_with_a_home_that_does_not_exist_says_so_with_the_value(monkeypatch, tmp_path, var):
+    monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
+    monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    missing = tmp_path / "no_cann_here"
+    monkeypatch.setenv(var, str(missing))
+    r = run("build")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    line = r.output.strip()
+    assert len(line.splitlines()) == 1
+    assert line.startswith(f"error: CANN toolkit not found: {var} names a path that does not exist")
+    assert "is not set" not in line and line.endswith(f"; received: {var}={missing}")
+    afile = tmp_path / "a_file"
+    afile.write_text("")
+    monkeypatch.setenv(var, str(afile))
+    line = run("build").output.strip()
+    assert "names a path that is not a directory" in line and line.endswith(f"received: {var}={afile}")
+
+
+def test_build_with_no_home_set_says_what_was_expected_and_received():
+    why = find_toolchain({"PATH": "/nonexistent"}).why_not()
+    assert "ASCEND_HOME_PATH is not set" in why and "ASCEND_TOOLKIT_HOME" in why
+    assert why.endswith("received: neither is set")
+
+
 def test_build_dry_run_prints_commands(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
@@ -66,7 +92,7 @@ def test_list():
     assert r.exit_code == 0
     for word in ("rms_norm", "add_layer_norm", "attention", "max_head_dim", "not yet"):
         assert word in r.output
-    j = run("list", "--json")
+    j = run("list", "--format", "json")
     assert j.exit_code == 0 and '"replaces"' in j.output
 
 

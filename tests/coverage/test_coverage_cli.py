@@ -19,7 +19,7 @@ def test_show_table_across_versions(write_db):
     res = _run("show", "aten::mm", "--torch-npu", "1.0.0")
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    assert lines[0] == "aten::mm"
+    assert lines[0] == "aten::mm on torch_npu 1.0.0: native via op_api, acl_op"
     assert any(l.startswith("* 1.0.0") and "native" in l and "op_api, acl_op" in l for l in lines)
     assert any(l.startswith("  2.0.0") for l in lines)
     assert "1.0.0: registered at PrivateUse1" in res.output
@@ -147,3 +147,39 @@ def test_show_prints_the_kernels_host_path_read_or_carried():
     by = {r["torch_npu"]: r for r in rows}
     assert by["2.14.0"]["host_paths"][0]["inferred_from"] == "2.13.0rc1"
     assert by["2.11.0"]["host_paths"][0]["inferred_from"] is None and by["2.5.1"]["host_paths"] == []
+
+
+def test_show_answers_first_then_the_table(write_db):
+    write_db("1.0.0")
+    write_db("2.0.0", native={"aten::mm": ["op_api"]}, native_composites=[])
+    lines = _run("show", "aten::mm").stdout.splitlines()  # no --torch-npu: the newest release
+    assert lines[0] == "aten::mm on torch_npu 2.0.0: native via op_api"
+    assert lines[1].startswith("2.0.0: registered at PrivateUse1")
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("torch_npu"))
+    rows = [line for line in lines[header + 1:] if line]
+    assert header > 1 and [r.split()[0] for r in rows] == ["1.0.0", "*"] and rows[1].split()[1] == "2.0.0"
+    lines = _run("show", "aten::rms_norm", "--torch-npu", "1.0.0").stdout.splitlines()
+    assert lines[0] == "aten::rms_norm on torch_npu 1.0.0: composite (implicit)"
+    first = _run("show", "aten::_flash", "--torch-npu", "1.0.0").stdout.splitlines()[0]
+    assert first == "aten::_flash on torch_npu 1.0.0: unsupported; risk: fails at run time"
+
+
+def test_show_answer_names_the_release_asked_for_and_the_data_it_shares():
+    res = _run("show", "aten::logit", "--torch-npu", "2.12.0.post2")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[0] == "aten::logit on torch_npu 2.12.0.post2 (data of 2.12.0): native via op_api"
+
+
+def test_unknown_namespace_exits_2_naming_the_nearest_namespaces(write_db):
+    write_db("1.0.0")
+    for op, nearest in (("atne::mm", "nearest: aten::)"), ("npuu::npu_rms_norm", "nearest: npu::)"),
+                        ("qwertyuiop::x", "no namespace is close)")):
+        res = _run("show", op)
+        assert res.exit_code == 2, (op, res.output)
+        assert res.stdout == "" and "Traceback" not in res.output
+        line = res.stderr.strip()
+        assert len(line.splitlines()) == 1
+        assert line.startswith(f"error: no coverage data for namespace {op.split('::')[0]}:: (expected aten:: or npu::")
+        assert nearest in line and line.endswith(f"; received: {op}")
+    res = _run("show", "prims::add")  # a namespace the running torch registers: its library decides
+    assert res.exit_code == 0 and res.stdout.startswith("prims::add on torch_npu 1.0.0: ")

@@ -179,7 +179,11 @@ def test_views_and_metadata_in_the_shipped_data(version):
 def test_unknown_names_and_their_nearest(write_db):
     write_db("1.0.0")
     database.check_known("aten::mm", "1.0.0")
+    import torch.distributed.fsdp  # noqa: F401 - registers fsdp::*
     database.check_known("fsdp::all_gather_copy_in")  # other namespaces: their library decides
+    database.check_known("prims::add")
+    with pytest.raises(NpuportError, match=r"no coverage data for namespace atne:: .*nearest: aten::\).*received: atne::mm"):
+        database.check_known("atne::mm", "1.0.0")
     with pytest.raises(NpuportError, match=r"unknown operator aten::mn .*nearest: aten::mm"):
         database.check_known("aten::mn", "1.0.0")
 

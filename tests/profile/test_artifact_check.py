@@ -66,13 +66,17 @@ def test_a_field_of_the_wrong_type_or_sign_is_one_line_naming_it(tmp_path: Path,
         load_artifact(bad)
 
 
-def test_nan_and_infinity_are_refused(tmp_path: Path) -> None:
+def _first_time_written_as(token: str, path: Path) -> Path:
+    """The fixture artifact with its first op's device time written as `token` (not a number JSON can hold)."""
     text = ART.read_text()
-    first = json.loads(text)["ops"][0]["device_s"]
-    bad = tmp_path / "nan.json"
-    bad.write_text(text.replace(json.dumps(first), "NaN", 1))
+    path.write_text(text.replace(json.dumps(json.loads(text)["ops"][0]["device_s"]), token, 1))
+    return path
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_refused(tmp_path: Path, token: str) -> None:
     with pytest.raises(NpuportError, match="finite numbers"):
-        load_artifact(bad)
+        load_artifact(_first_time_written_as(token, tmp_path / "bad.json"))
 
 
 @pytest.mark.parametrize("path", MEASURED[:400], ids=lambda p: str(p.relative_to(ROOT)))
@@ -162,10 +166,7 @@ def test_a_profile_of_another_kind_of_device_than_the_audits_chip_is_said() -> N
 
 
 def test_a_number_too_large_for_a_float_is_refused_like_infinity(tmp_path: Path) -> None:
-    text = ART.read_text()
-    first = json.loads(text)["ops"][0]["device_s"]
-    bad = tmp_path / "inf.json"
-    bad.write_text(text.replace(json.dumps(first), "1e999", 1))
+    bad = _first_time_written_as("1e999", tmp_path / "inf.json")
     with pytest.raises(NpuportError, match="1e999 is not a number an artifact holds"):
         load_artifact(bad)
     res = CliRunner().invoke(cli, ["profile", "compare", str(ART), str(bad), "--format", "json"])

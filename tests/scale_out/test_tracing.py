@@ -101,8 +101,8 @@ def test_parallel_layout_on_an_hf_config_hand_counted(tmp_path: Path) -> None:
 
 
 def test_a_long_collectives_table_shows_its_costliest_rows_in_the_terminal(tmp_path: Path) -> None:
-    """More collectives than the terminal lists (13 rows here): the costliest 12 on the target, then a line saying how
-    many more and where they are; the table stays in the text report (it was moved out of it whole)."""
+    """More collectives than --top lists (13 rows here, --top 12): the costliest 12 on the target, then a line saying
+    how many more and how to see them; the table stays in the text report (it was moved out of it whole)."""
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps(TINY_LLAMA))
     _, data = api.audit(api.ModelSpec(hf_config=str(cfg)),
@@ -110,11 +110,11 @@ def test_a_long_collectives_table_shows_its_costliest_rows_in_the_terminal(tmp_p
     rows = _rows(data, "train")
     assert len(rows) == 13
     console = Console(width=200, record=True, file=io.StringIO())
-    render_text(data, console)
+    render_text(data, console, top=12)  # --top 12: every text table shows 12 rows (the default 30 shows all 13)
     text = console.export_text()
     lines = text[text.index("Collectives in train"):].splitlines()[3:]
     shown = lines[:lines.index(next(ln for ln in lines if "more collectives" in ln))]
-    assert len(shown) == 12 and "1 more collectives (less time) in --format markdown / html / json" in text
+    assert len(shown) == 12 and "1 more collectives (less time) not shown: --top 0 shows all" in text
     chip = data["chip"]
     totals = sorted((r["calls"] * r["time_s_per_call"][chip] for r in rows), reverse=True)
     first = max(rows, key=lambda r: r["calls"] * r["time_s_per_call"][chip])
