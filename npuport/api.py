@@ -30,7 +30,7 @@ from npuport.bench.harness import BenchOptions
 from npuport.bench.json_form import bench_to_json
 from npuport.bench.runner import BenchReport, run_bench
 from npuport.cost.inventory import GraphInputs
-from npuport.cost.roofline import ChipProfile, default_baseline, default_chip, get_chip, load_chips
+from npuport.cost.roofline import ChipProfile, default_baseline, default_chip, get_baseline_chip, get_chip
 from npuport.coverage import STATUSES
 from npuport.coverage.database import VersionChoice, resolve_version
 from npuport.coverage.diff import CoverageDiff, diff_versions
@@ -38,7 +38,8 @@ from npuport.coverage.resolve import Resolution
 from npuport.devices.device import NumericsPolicy
 from npuport.errors import NpuportError
 from npuport.fusion.routes import weights
-from npuport.model.distributed import Layout, distribute, fake_world, parse_layout, stage_ranks
+from npuport.model.distributed import distribute, fake_world
+from npuport.model.job import Layout, check_dtype_name, check_training, job
 from npuport.model.loading import LoadedModel, load_target
 from npuport.model.scenarios import Scenario, parse_scenario, parse_scenarios
 from npuport.parity.entries import CaptureOptions
@@ -98,30 +99,31 @@ class AuditOptions:
 def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
     """Run the audit and return the report object and its JSON form (schema npuport.audit/1)."""
     opts = opts or AuditOptions()
-    chip = get_chip(opts.chip)  # reject bad options before loading anything
-    if get_chip(opts.baseline_chip).family != "cuda":  # the run the migration starts from (hardware.yaml says so)
-        raise NpuportError(f"--from-chip {opts.baseline_chip} is not a CUDA GPU", "the CUDA chip the model comes from: "
-                           + ", ".join(n for n, p in load_chips().items() if p.family == "cuda"), opts.baseline_chip)
+    chip, parsed, layout, ranks = check_audit_options(spec, opts)  # reject bad options before loading anything
     weights(opts.route_preset, opts.route_weights)
     release = resolve_version(opts.torch_npu) if opts.torch_npu is not None else None  # nearest earlier data, or exit 2
     if release is not None:
         opts = replace(opts, torch_npu=release.data)
-    parsed = parse_scenarios(list(opts.scenarios))
     measured = [_profile_at(p) for p in opts.profiles]  # a bad profile fails before the model loads
     if opts.suppress:
         _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
-    layout = parse_layout(opts.parallel) if opts.parallel else None
-    if layout is not None and opts.world_size is not None and opts.world_size != layout.world_size:
-        raise NpuportError("--world-size does not match --parallel", f"{layout.world_size} ranks for {layout.describe()}",
-                           str(opts.world_size))
-    if opts.world_size is not None and opts.world_size < 1:  # 0 would read as "no job" and trace a single process
-        raise NpuportError("bad --world-size", "a number of ranks, at least 1", str(opts.world_size))
-    ranks = stage_ranks(layout) if layout is not None else opts.world_size
-    if opts.rank and not ranks:
-        raise NpuportError("--rank names a rank of a job", "--world-size N or --parallel with it",
-                           f"--rank {opts.rank} alone")
     with collector_paused():
         return _audit_paused(spec, opts, chip, parsed, measured, layout, ranks, release, progress)
+
+
+def check_audit_options(spec: ModelSpec, opts: AuditOptions) -> tuple[ChipProfile, list[Scenario], Layout | None,
+                                                                         int | None]:
+    """The audit's options that need no model, each failure one line (exit 2): the chips, the scenarios, --dtype,
+    the job (--parallel, --world-size, --rank) and the training step's options. Returns the target chip, the
+    scenarios, the layout and the ranks of the traced process group. npuport.cli.audit makes the same checks
+    (npuport.model.job, torch-free) before its first progress line."""
+    chip = get_chip(opts.chip)
+    get_baseline_chip(opts.baseline_chip)
+    parsed = parse_scenarios(list(opts.scenarios))
+    check_dtype_name(spec.dtype)
+    layout, ranks = job(opts.parallel, opts.world_size, opts.rank)
+    check_training(parsed, opts.optimizer, opts.master_weights, spec.dtype)
+    return chip, parsed, layout, ranks
 
 
 def _audit_paused(spec: ModelSpec, opts: AuditOptions, chip: ChipProfile, parsed: list[Scenario],
@@ -133,11 +135,16 @@ def _audit_paused(spec: ModelSpec, opts: AuditOptions, chip: ChipProfile, parsed
         if ranks:
             target.module, target.distributed = distribute(target.module, target.parallelize, layout,
                                                            opts.world_size or ranks, opts.rank)
+        # master weights are a float32 copy of float16 / bfloat16 weights: of float32 weights, no copy at all
+        master = opts.master_weights and target.dtype != "float32"
         report = run_audit(target, parsed, chip, torch_npu=opts.torch_npu, progress=progress,
                            baseline_chip=opts.baseline_chip, route_preset=opts.route_preset,
                            route_weights=opts.route_weights, reproducibility=opts.reproducibility,
-                           suppress=list(opts.suppress), optimizer=opts.optimizer, master_weights=opts.master_weights,
+                           suppress=list(opts.suppress), optimizer=opts.optimizer, master_weights=master,
                            reuse=opts.reuse)
+        if opts.master_weights and not master:
+            report.notes.append("--master-weights has no effect: the model's weights are float32 already (no second "
+                                "float32 copy is counted); give --dtype float16 or bfloat16 for a mixed-precision step")
     data = audit_to_json(report)
     if measured:
         names = [s["name"] for s in data["scenarios"]]

@@ -23,7 +23,7 @@ from npuport.cost.roofline import ChipProfile
 from npuport.coverage.hccl import hccl_support
 from npuport.errors import NpuportError
 from npuport.mappings import load_checked
-from npuport.model.distributed import Distributed, Layout
+from npuport.model.distributed import Distributed, Layout, expert_parameter
 from npuport.model.loading import LoadedModel
 from npuport.model.scenarios import Scenario
 from npuport.trace.records import CollectiveCall, Trace
@@ -78,7 +78,8 @@ class CommStage:
     def to_json(self) -> dict[str, Any]:
         d = self.distributed
         return {"world_size": d.world_size, "rank": d.rank, "layout": d.layout.describe() if d.layout else None,
-                "how": d.how, "tp_plan": d.tp_plan, "estimated": d.estimated, "notes": d.notes + self.notes}
+                "how": d.how, "tp_plan": d.tp_plan, "estimated": d.estimated, "notes": d.notes + self.notes,
+                "tp_unresolved": d.tp_unresolved, "unsharded": d.unsharded, "held_share": d.held_share}
 
 
 def _overlap_rules() -> list[dict[str, Any]]:
@@ -111,22 +112,16 @@ def _rows(calls: list[CollectiveCall]) -> list[CommRow]:
 def _estimated_rows(sc: Scenario, trace: Trace, model: LoadedModel, layout: Layout) -> list[CommRow]:
     """What the layout adds that the trace cannot show, from the model's own sizes."""
     out: list[CommRow] = []
-    params = [p for p in model.module.parameters() if p.requires_grad]
+    named = [(n, p) for n, p in model.module.named_parameters() if p.requires_grad]
+    params = [p for _, p in named]
     dtype = str(params[0].dtype).removeprefix("torch.") if params else "float32"
     item = params[0].element_size() if params else 4
     if sc.kind == "train" and layout.dp > 1 and layout.zero == 0:
-        grad_bytes = sum(getattr(p, "_local_tensor", p).numel() * item for p in params)
-        bucket = int(load_checked("scale_out.yaml")["ddp"]["bucket_bytes"])
-        full, rest = divmod(grad_bytes, bucket)
-        for n, size in ((full, bucket), (1 if rest else 0, rest)):
-            if n:
-                ov, why = _overlap("c10d::allreduce_", "backward")
-                out.append(CommRow("c10d::allreduce_", "all_reduce", "backward", "(DDP gradient buckets)", size, dtype,
-                                   layout.dp, "sum", n, overlap=ov, overlap_why=why, estimated=True))
+        out += _ddp_rows(named, layout, dtype, item)
     hidden = _hidden_size(model)
     tokens = sc.batch * sc.seq
     if layout.ep > 1 and hidden:
-        moe = _moe_layers(trace)
+        moe = -(-_moe_layers(trace) // layout.pp)  # this pipeline stage's MoE layers
         top_k = int(_config(model, "num_experts_per_tok") or _config(model, "moe_topk") or 1)
         if moe:
             size = tokens * top_k * hidden * item
@@ -143,6 +138,31 @@ def _estimated_rows(sc: Scenario, trace: Trace, model: LoadedModel, layout: Layo
                            "(pipeline stage boundary)", size, dtype, 2, None, n, overlap=False,
                            overlap_why="the next stage waits for these activations (and the previous for their gradients)",
                            estimated=True))
+    return out
+
+
+def _ddp_rows(named: list[tuple[str, Any]], layout: Layout, dtype: str, item: int) -> list[CommRow]:
+    """DDP's gradient all-reduce in buckets of scale_out.yaml's size. This rank reduces only the gradients it holds: a
+    pipeline stage's 1/pp of the parameters (an even split, as its compute is taken), and with ep= its 1/ep of the
+    routed experts, whose gradients are reduced over the ranks that hold the same experts (layout.expert_dp:
+    Megatron-LM's expert data-parallel group), not over every data-parallel rank."""
+    def local(p: Any) -> int:
+        return int(getattr(p, "_local_tensor", p).numel()) * item
+
+    experts = sum(local(p) for n, p in named if layout.ep > 1 and expert_parameter(n))
+    dense = sum(local(p) for _, p in named) - experts
+    groups = [("(DDP gradient buckets)", dense // layout.pp, layout.dp)]
+    if experts and layout.expert_dp > 1:
+        groups.append(("(DDP gradient buckets: experts)", experts // layout.ep // layout.pp, layout.expert_dp))
+    bucket = int(load_checked("scale_out.yaml")["ddp"]["bucket_bytes"])
+    ov, why = _overlap("c10d::allreduce_", "backward")
+    out = []
+    for label, grad_bytes, group in groups:
+        full, rest = divmod(grad_bytes, bucket)
+        for n, size in ((full, bucket), (1 if rest else 0, rest)):
+            if n:
+                out.append(CommRow("c10d::allreduce_", "all_reduce", "backward", label, size, dtype, group, "sum", n,
+                                   overlap=ov, overlap_why=why, estimated=True))
     return out
 
 
@@ -231,14 +251,15 @@ def comm_stage(model: LoadedModel, scenarios: list[Scenario], traces: dict[str, 
 def _split(rows: list[CommRow], chips: list[ChipProfile], inventory: Inventory, scenario: str,
            layout: Layout | None) -> dict[str, dict[str, Any]]:
     """Per chip: bytes moved, time exposed on the step's critical path, time that can overlap compute, the compute
-    it can hide behind, and the step with communication: the eager step plus what is exposed plus what does not
-    fit behind compute. Pipeline parallel runs about 1/pp of the layers per stage (an estimate)."""
+    it can hide behind, and the step with communication. One footing for every chip: `compute_s` is the step's
+    device time on that chip (its kernels, host excluded: what a communication stream overlaps), `step_s` the
+    estimated step's wall time (host included) plus what is exposed plus what does not fit behind compute. Pipeline
+    parallel runs about 1/pp of the layers per stage (an estimate)."""
     out: dict[str, dict[str, Any]] = {}
     totals = inventory.totals[scenario]
     for chip in chips:
-        step = totals.step if chip.name == inventory.chip.name else None
-        device = (step.device_s if step is not None else totals.time_by_chip.get(chip.name, 0.0))
-        wall = (step.step_s if step is not None else totals.time_by_chip.get(chip.name, 0.0))
+        wall = totals.time_by_chip.get(chip.name, 0.0)
+        device = totals.device_by_chip.get(chip.name, wall)
         if layout is not None and layout.pp > 1:
             device, wall = device / layout.pp, wall / layout.pp
         exposed = sum(r.time_s.get(chip.name, 0.0) * r.calls for r in rows if not r.overlap)
@@ -251,6 +272,22 @@ def _split(rows: list[CommRow], chips: list[ChipProfile], inventory: Inventory, 
             "hidden": hideable <= device,  # what can overlap fits behind the compute
             "compute_to_communication": device / comm if comm else None,
             "step_s": wall + exposed + spill,
+            "to_hide": [] if hideable <= device else to_hide(rows, layout),
         }
     return out
 
+
+def to_hide(rows: list[CommRow], layout: Layout | None) -> list[str]:
+    """What makes the overlappable communication fit behind compute, for this layout only: ZeRO-2 only where
+    ZeRO-3 re-gathers, gradient accumulation only where gradients are reduced per step, and so on."""
+    kinds = {(r.op, r.phase) for r in rows if r.overlap}
+    out = ["larger batches per rank (more compute behind the same bytes)"]
+    regathers = any(op.startswith("c10d::_allgather_base_") and phase == "backward" for op, phase in kinds)
+    if layout is not None and layout.zero == 3 and regathers:
+        out.append("ZeRO-2 instead of 3 (zero=2: parameters kept gathered after forward, no all-gather in backward)")
+    elif layout is None and regathers:
+        out.append("reshard_after_forward=False in fully_shard (parameters kept gathered after forward, no all-gather "
+                   "in backward)")
+    if any(op.startswith(("c10d::allreduce_", "c10d::_reduce_scatter_base_")) for op, _ in kinds):
+        out.append("gradient accumulation over micro-batches (one gradient reduction per several micro-batches)")
+    return out

@@ -172,14 +172,30 @@ def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: 
         raise _ReadsValues(NpuportError(f"the model failed on the {sc.name} inputs", "code that does not read tensor "
                                         "values (fake tensors have none)", describe_exception(exc))) from None
     except Exception as exc:
-        error = NpuportError(f"the model failed on the {sc.name} inputs", "example inputs that fit the model",
-                             describe_exception(exc))
+        error = _failure(model, sc, exc)
         if _reads_value(exc):
             raise _ReadsValues(error) from None
         raise error from None
     finally:
         module.train(was_training)
     return rec.trace
+
+
+def _failure(model: LoadedModel, sc: Scenario, exc: Exception) -> NpuportError:
+    """The model's forward or backward raised. As one rank of a job its modules run on their shards, so a shape
+    error is the layout's before it is the inputs': the error names the layout."""
+    info = model.distributed
+    if info is not None and info.layout is not None:
+        return NpuportError(f"the model cannot run {sc.name} laid out as --parallel {info.layout.describe()}",
+                            "a layout whose shards the model's forward accepts (transformers' tensor-parallel plan "
+                            "applied by torch's parallelize_module, FSDP2 per decoder layer); try another tp, or dp "
+                            "alone", describe_exception(exc))
+    if info is not None and info.how.startswith("parallelize()"):
+        return NpuportError(f"the model cannot run {sc.name} as its parallelize() sharded it "
+                            f"(rank {info.rank} of {info.world_size})", "a parallelize(model, device_type) whose shards "
+                            "the model's forward accepts", describe_exception(exc))
+    return NpuportError(f"the model failed on the {sc.name} inputs", "example inputs that fit the model",
+                        describe_exception(exc))
 
 
 def _as_run(model: LoadedModel, sc: Scenario, inputs: Inputs) -> Scenario:

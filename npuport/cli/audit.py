@@ -22,9 +22,10 @@ from npuport.cli.options import (
     wide_option,
 )
 from npuport.cost.memory import default_optimizer, optimizer_names
-from npuport.cost.roofline import get_chip
+from npuport.cost.roofline import get_baseline_chip, get_chip
 from npuport.coverage.database import resolve_version
 from npuport.errors import NpuportError
+from npuport.model.job import check_dtype_name, check_training, job
 from npuport.model.scenarios import parse_scenarios
 
 FORMATS = ("text", "json", "markdown", "csv", "html")
@@ -98,17 +99,33 @@ def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], 
     if static_only:
         if model is None:
             raise NpuportError("--static-only scans source files", "a model.py (not --hf)", f"--hf {hf_config}")
-        # what times or joins a traced step has nothing to act on when nothing runs: said, not ignored
-        traced = [f"--scenario {scenarios[0]}" if scenarios else "", "--profile" if _.get("profiles") else ""]
+        # what times, shards or joins a traced step has nothing to act on when nothing runs: said, not ignored
+        traced = [f"--scenario {scenarios[0]}" if scenarios else "", "--profile" if _.get("profiles") else "",
+                  f"--parallel {_['parallel']!r}" if _.get("parallel") is not None else "",
+                  f"--world-size {_['world_size']}" if _.get("world_size") is not None else "",
+                  f"--rank {_['rank']}" if _.get("rank") else "", "--master-weights" if _.get("master_weights") else "",
+                  f"--dtype {_['dtype']}" if _.get("dtype") else ""]
         if any(traced):
-            raise NpuportError("--static-only traces nothing: no step to size or join a profile to",
-                               "--static-only without --scenario and --profile",
-                               ", ".join(t for t in traced if t))
+            raise NpuportError("--static-only traces nothing: no step to size, shard or join a profile to",
+                               "--static-only without --scenario, --profile, --parallel, --world-size, --rank, "
+                               "--dtype and --master-weights", ", ".join(t for t in traced if t))
         say(quiet, f"scanning {model.split(':')[0]} (source only, nothing executed)")
         return
-    get_chip(chip)  # what needs no model is checked before anything loads
-    get_chip(from_chip)
+    get_chip(chip)  # what needs no model is checked before anything loads (api.check_audit_options, torch-free)
+    get_baseline_chip(from_chip)
     if torch_npu is not None:
         resolve_version(torch_npu)  # any release string resolves to its data or the nearest earlier; else exit 2
-    parse_scenarios(list(scenarios))
+    parsed = parse_scenarios(list(scenarios))
+    check_dtype_name(_.get("dtype"))
+    job(_.get("parallel"), _.get("world_size"), _.get("rank") or 0)
+    check_training(parsed, given_optimizer(_.get("optimizer")), bool(_.get("master_weights")), _.get("dtype"))
     say(quiet, f"loading {model or hf_config}")
+
+
+def given_optimizer(value: str | None) -> str | None:
+    """--optimizer as typed, None when it took its default (npuport.model.job.check_training refuses an optimizer
+    given for a run with no training step, not the default one)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.get_parameter_source("optimizer") in (None, click.core.ParameterSource.DEFAULT):
+        return None if ctx is not None else value
+    return value

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from npuport import api
 from npuport.api import AuditOptions, ModelSpec, fail_on, static_scan
+from npuport.cli.audit import given_optimizer
 from npuport.cli.common import emit, export_text, handle_errors, pick_format, progress_printer, quiet_stderr, text_width
 from npuport.errors import NpuportError
 from npuport.render.audit_csv import render_csv
@@ -43,13 +44,16 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
         report, data = api.audit(ModelSpec(model=model, hf_config=hf_config, entry=entry, dtype=dtype, attn=attn, part=hf_part),
                                  AuditOptions(scenarios=scenarios, chip=chip, baseline_chip=from_chip, torch_npu=torch_npu,
                                               route_preset=preset, route_weights=weights, suppress=suppressions,
-                                              reproducibility=reproducibility, optimizer=optimizer,
+                                              reproducibility=reproducibility, optimizer=given_optimizer(optimizer),
                                               master_weights=master_weights, profiles=tuple(profiles),
                                               profile_scenario=profile_scenario, world_size=world_size, rank=rank,
                                               parallel=parallel, reuse=not no_reuse),
                                  progress=progress_printer(not quiet))
     text = _render(data, fmt, top, show_views, wide, output)
     emit(text, output, force, quiet, fmt, json_text=json.dumps(data, indent=1) + "\n", json_out=json_out, protected=inputs)
+    if debug and report.comm is not None:  # what torch warned while sharding: kept off the terminal unless asked
+        for line in report.comm.distributed.library_warnings:
+            click.echo(f"npuport: debug: while sharding: {line}", err=True)
     if not quiet:
         for name, reason in report.failed:
             click.echo(f"npuport: scenario {name} could not be traced: {reason}", err=True)

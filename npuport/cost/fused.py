@@ -97,8 +97,9 @@ def lowered_scatter(call: Call) -> bool:
     if op in _INDEX_ADD:  # torch/_inductor/decomposition.py index_add: bf16 keeps ATen's kernel (pytorch#137425)
         return dtype not in _NO_ATOMIC_ADD and dtype != "bfloat16"
     if op in _INDEX_PUT:
-        raw = _arg(call, 1, "indices") or ()
-        indices = [_tensor(call, r) for r in raw] if isinstance(raw, (list, tuple)) else []
+        given = _arg(call, 1, "indices")
+        raw: list[object] = list(given) if isinstance(given, (list, tuple)) else []
+        indices = [_tensor(call, r) for r in raw]
         if any(t is not None and t.dtype in ("bool", "uint8") for t in indices):
             # a mask: ATen's kernel, unless it is one mask written with one value, a masked fill (a generated where)
             values = _tensor(call, _arg(call, 2, "values"))

@@ -439,6 +439,9 @@ class ScenarioTotals:
     # a host-bound eager step simulated again as one captured graph (no host cost per op): what graph mode would give
     as_graph: StepTime | None = None
     graph_inputs: GraphInputs = NO_GRAPH_INPUTS  # reduce-overhead: the inputs each replay copies into its graph
+    # the step's device time (kernels busy, StepTime.device_s) per chip: what communication can hide behind, on the
+    # same footing for every chip (time_by_chip is the wall, host included)
+    device_by_chip: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -528,17 +531,17 @@ def build_inventory(traces: Mapping[str, Trace], chip: ChipProfile, native_compo
         copied = (GraphInputs(int(mem.copied_inputs), int(mem.input_tensors)) if mode == "reduce-overhead" and mem is not None
                   else NO_GRAPH_INPUTS)
         simulated = step_time(calls, chip, mode, compiled=compiled, graph_inputs=copied)
-        by_chip = {}
+        by_chip, device_by_chip = {}, {}
         for other in (all_chips or {chip.name: chip}).values():  # the target's step is simulated once, above
             if other is not chip and is_compiled(mode) and not has_compile_costs(timing_for(other)):
                 continue  # a chip whose timing model has no torch.compile host costs gives no compiled time
-            by_chip[other.name] = (simulated.step_s if other is chip
-                                   else step_time(calls, other, mode, compiled=compiled, graph_inputs=copied).step_s)
+            on = simulated if other is chip else step_time(calls, other, mode, compiled=compiled, graph_inputs=copied)
+            by_chip[other.name], device_by_chip[other.name] = on.step_s, on.device_s
         as_graph = step_time(calls, chip, "graph") if mode == "eager" and simulated.bound == "host" else None
         totals[name] = ScenarioTotals(
             name, len(calls), sum(1 for c in calls if c.kind == "compute"), sum(c.cost.flops for c in calls),
             sum(c.cost.bytes for c in calls), step, by_chip, sum(c.roofline_s for c in calls), simulated, as_graph,
-            copied,
+            copied, device_by_chip,
         )
     n = len(traces) or 1
     for entry in entries.values():

@@ -272,7 +272,24 @@ def call_cost(call: OpCall) -> CallCost:
     return _cost(name, call.args, call.kwargs, call.inputs, call.outputs, classes)
 
 
+# FSDP2's copy-in before each all-gather: the rank's shards of the unit's parameters copied into its slice of the
+# all-gather buffer by one torch._foreach_copy_ (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
+# `all_gather_copy_in_cuda`: narrow the output to this rank's slice, split it, _foreach_copy_ the inputs in). It reads
+# the shard and writes as many bytes; the rest of the buffer it returns is not touched (the all-gather fills it), and
+# nothing is computed.
+_COPY_IN = "all_gather_copy_in"
+
+
+def _copy_in_cost(args: tuple, inputs: Sequence[TensorMeta]) -> CallCost:
+    refs = args[0] if args and isinstance(args[0], (list, tuple)) else ()
+    shards = [inputs[r.index] for r in refs if isinstance(r, TensorRef)] or list(inputs[:-1])
+    dtype = shards[0].dtype if shards else "float32"
+    return CallCost(0.0, 2 * sum(t.numel * itemsize(t.dtype) for t in shards), False, dtype)
+
+
 def _cost(name: str, args: tuple, kwargs: dict, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta], classes: OpClasses) -> CallCost:
+    if name == _COPY_IN:
+        return _copy_in_cost(args, inputs)
     matrix = name in classes.matrix
     dtype = (inputs[0].dtype if matrix and inputs else outputs[0].dtype if outputs else inputs[0].dtype if inputs else "float32")
     flops: float | None = None

@@ -146,6 +146,15 @@ def get_chip(name: str) -> ChipProfile:
     raise NpuportError(f"unknown chip {name!r}", "one of " + ", ".join(chips), name)
 
 
+def get_baseline_chip(name: str) -> ChipProfile:
+    """--from-chip: a chip hardware.yaml knows, and a CUDA GPU (the run the migration starts from)."""
+    chip = get_chip(name)
+    if chip.family != "cuda":
+        raise NpuportError(f"--from-chip {name} is not a CUDA GPU", "the CUDA chip the model comes from: "
+                           + ", ".join(n for n, p in load_chips().items() if p.family == "cuda"), name)
+    return chip
+
+
 def _variants(base: str) -> list[str]:
     raw = load_checked(_FILE)["chips"].get(base) or {}
     return list((raw.get("memory") or {}).get("variants") or {})

@@ -15,6 +15,7 @@ kernels, so shapes, dtypes and group sizes are exact while no rank exists but th
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -22,49 +23,10 @@ import torch
 import torch.distributed as dist
 
 from npuport.errors import NpuportError, describe_exception
+from npuport.model.job import Layout, parse_layout, stage_ranks
+from npuport.model.tp_plan import apply_plan, describe_unsharded, hf_tp_plan
 
 MESH_DEVICE = "cpu"  # the fake backend serves cpu meshes; a model file's parallelize() gets this device type
-
-
-@dataclass(frozen=True)
-class Layout:
-    """A standard parallel layout: tensor, data (with its ZeRO stage), expert and pipeline parallel degrees."""
-
-    tp: int = 1
-    dp: int = 1
-    zero: int = 0  # 0: replicated data parallel (DDP), 1 / 2: gradients and optimizer sharded, 3: parameters too
-    ep: int = 1
-    pp: int = 1
-
-    @property
-    def world_size(self) -> int:
-        return self.tp * self.dp * self.pp  # expert parallel reuses the data-parallel ranks
-
-    def describe(self) -> str:
-        parts = [f"{k}={getattr(self, k)}" for k in ("tp", "dp", "zero", "ep", "pp")
-                 if getattr(self, k) != (0 if k == "zero" else 1)]
-        return ",".join(parts) or "tp=1"
-
-
-_KEYS = ("tp", "dp", "zero", "ep", "pp")
-
-
-def parse_layout(text: str) -> Layout:
-    """'tp=8,dp=4,zero=3' -> Layout; a bad key or value is a usage error (one line, exit 2)."""
-    values: dict[str, int] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.partition("=")
-        if not sep or key not in _KEYS or not value.isdigit():
-            raise NpuportError(f"cannot read --parallel {text!r}", "comma-separated KEY=N with KEY one of tp, dp, zero, "
-                               "ep, pp (e.g. tp=8,dp=4,zero=3)", part)
-        values[key] = int(value)
-    lay = Layout(**values)
-    if min(lay.tp, lay.dp, lay.ep, lay.pp) < 1 or lay.zero not in (0, 1, 2, 3):
-        raise NpuportError(f"cannot use --parallel {text!r}", "tp, dp, ep, pp of at least 1 and zero 0-3", lay.describe())
-    if lay.ep > 1 and (lay.dp * lay.tp) % lay.ep:
-        raise NpuportError(f"cannot use --parallel {text!r}", "ep dividing dp x tp (experts spread over the data- and "
-                           "tensor-parallel ranks)", f"ep={lay.ep}, dp x tp = {lay.dp * lay.tp}")
-    return lay
 
 
 @dataclass
@@ -78,6 +40,14 @@ class Distributed:
     notes: list[str] = field(default_factory=list)
     estimated: list[str] = field(default_factory=list)  # the parts of the layout that are estimates, not traced
     tp_plan: dict[str, str] = field(default_factory=dict)  # module pattern -> style, as applied
+    # plan key -> where it could not be resolved (torch skipped it there): [{module pattern, missing submodule path}]
+    tp_unresolved: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    # parameters the layout leaves whole on every rank, per module pattern (npuport.model.tp_plan.unsharded)
+    unsharded: list[dict[str, Any]] = field(default_factory=list)
+    library_warnings: list[str] = field(default_factory=list)  # what torch warned while sharding (--debug shows it)
+    # the share of the traced rank's parameters a rank of the job holds where the layout is estimated, not traced:
+    # its pipeline stage's 1/pp, and 1/ep of the routed experts ((dense + experts / ep) / pp over all; 1.0 without)
+    held_share: float = 1.0
 
 
 @contextlib.contextmanager
@@ -103,16 +73,24 @@ def distribute(module: torch.nn.Module, parallelize: Callable[..., Any] | None, 
                world_size: int, rank: int) -> tuple[torch.nn.Module, Distributed]:
     """Shard `module` as this rank holds it: by `layout` (--parallel), else by the model file's parallelize()."""
     if layout is not None:
-        info = apply_layout(module, layout)
+        info = apply_layout(module, layout, own_parallelize=parallelize is not None)
         if parallelize is not None:
             info.notes.append("--parallel given: the model file's parallelize() was not called")
         return module, info
     if parallelize is not None:
-        sharded = call_parallelize(parallelize, module, "parallelize(model, device_type)")
-        return sharded, Distributed(world_size, rank, None, "parallelize() of the model file")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sharded = call_parallelize(parallelize, module, "parallelize(model, device_type)")
+        info = Distributed(world_size, rank, None, "parallelize() of the model file")
+        info.library_warnings = _lines(caught)
+        return sharded, info
     return module, Distributed(world_size, rank, None, "none", notes=[
         f"--world-size {world_size}: the model defines no parallelize(model, device_type), so every rank runs it whole "
         "and issues no collective (give one, or --parallel for an HF model)"])
+
+
+def _lines(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught]
 
 
 def call_parallelize(fn: Callable[..., Any], module: torch.nn.Module, where: str) -> torch.nn.Module:
@@ -129,25 +107,14 @@ def call_parallelize(fn: Callable[..., Any], module: torch.nn.Module, where: str
     return out if out is not None else module
 
 
-# transformers' tensor-parallel styles -> torch's: the ones with a plain torch equivalent
-def _styles() -> dict[str, Any]:
-    from torch.distributed.tensor import Replicate, Shard  # noqa: PLC0415 - distributed tensor only when asked
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel  # noqa: PLC0415
-
-    return {
-        "colwise": ColwiseParallel(),
-        "rowwise": RowwiseParallel(),
-        "colwise_gather_output": ColwiseParallel(output_layouts=Replicate()),
-        "rowwise_split_input": RowwiseParallel(input_layouts=Shard(-1)),
-    }
-
-
-def apply_layout(module: torch.nn.Module, layout: Layout) -> Distributed:
+def apply_layout(module: torch.nn.Module, layout: Layout, own_parallelize: bool = False) -> Distributed:
     """Apply `layout` to an HF-style model (outside FakeTensorMode): tensor parallel by transformers' own plan,
     FSDP2 per decoder layer for ZeRO; returns what was applied and which parts are estimates instead. The fake
-    process group spans one pipeline stage (dp x tp ranks): the traced rank's groups."""
+    process group spans one pipeline stage (dp x tp ranks): the traced rank's groups. `own_parallelize`: the model
+    file has a parallelize() of its own (what a refusal points to)."""
     from torch.distributed.device_mesh import init_device_mesh  # noqa: PLC0415 - only for --parallel
 
+    check_layout_fits(module, layout)
     info = Distributed(layout.world_size, dist.get_rank(), layout, "--parallel")
     if layout.pp > 1:
         info.estimated.append(f"pp={layout.pp}: pipeline stages are estimated, not traced: the rank traces every layer; "
@@ -157,16 +124,68 @@ def apply_layout(module: torch.nn.Module, layout: Layout) -> Distributed:
                               "(transformers' MoE has no expert-parallel dispatch to trace)")
     if layout.dp > 1 and layout.zero == 0:
         info.estimated.append(f"dp={layout.dp} without ZeRO (DDP): the gradient all-reduce is estimated "
-                              "(buckets of 25 MB, DDP's default)")
+                              "(buckets of 25 MB, DDP's default)"
+                              + (f"; expert gradients over the {layout.expert_dp} rank(s) holding the same experts"
+                                 if layout.ep > 1 else "")
+                              + (f"; this stage's 1/{layout.pp} of the parameters" if layout.pp > 1 else ""))
     dims = [(name, n) for name, n in (("dp", layout.dp), ("tp", layout.tp)) if n > 1]
-    if not dims:
-        return info
-    mesh = init_device_mesh(MESH_DEVICE, tuple(n for _, n in dims), mesh_dim_names=tuple(name for name, _ in dims))
-    if layout.tp > 1:
-        info.tp_plan = _tensor_parallel(module, mesh["tp"], info)
-    if layout.dp > 1 and layout.zero > 0:
-        _fully_shard(module, mesh["dp"], reshard=layout.zero == 3, info=info)
+    if dims:
+        mesh = init_device_mesh(MESH_DEVICE, tuple(n for _, n in dims), mesh_dim_names=tuple(name for name, _ in dims))
+        if layout.tp > 1:
+            _tensor_parallel(module, mesh["tp"], info, own_parallelize)
+        if layout.dp > 1 and layout.zero > 0:
+            _fully_shard(module, mesh["dp"], reshard=layout.zero == 3, info=info)
+    if layout.ep > 1 or layout.pp > 1:  # of the traced rank's (sharded) parameters
+        split = " and ".join(s for s, on in ((f"the experts over ep={layout.ep}", layout.ep > 1),
+                                              (f"the layers over pp={layout.pp}", layout.pp > 1)) if on)
+        info.held_share = held_share(module, layout)
+        info.estimated.append(f"memory: the traced rank holds every parameter; a rank of this job holds {split} "
+                              f"only (about {info.held_share:.0%} of them), so weights, gradients and optimizer states "
+                              "per rank are overstated")
     return info
+
+
+_EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
+
+
+def _text_config(module: torch.nn.Module) -> Any:
+    config: Any = getattr(module, "config", None)
+    try:
+        return config.get_text_config() if hasattr(config, "get_text_config") else config
+    except ValueError:  # several text configs: nothing to check against
+        return None
+
+
+def experts_of(module: torch.nn.Module) -> int:
+    """The routed experts per MoE layer the model's config names (0 for a dense model or no config)."""
+    config = _text_config(module)
+    for key in _EXPERT_KEYS:
+        n = getattr(config, key, None) if config is not None else None
+        if isinstance(n, int) and n > 0:
+            return n
+    return 0
+
+
+def check_layout_fits(module: torch.nn.Module, layout: Layout) -> None:
+    """What only the built model can refuse: more pipeline stages than decoder layers, expert parallel on a model
+    without experts or over a count that does not divide them (each one line naming the layout)."""
+    name = type(module).__name__
+    if layout.pp > 1:
+        layers = len(decoder_layers(module))
+        if layout.pp > layers:
+            raise NpuportError(f"--parallel {layout.describe()}: pp={layout.pp} stages for {layers} decoder layers",
+                               "pp of at most the model's decoder layers (each stage runs at least one)",
+                               f"{name} with {layers} decoder layers")
+    if layout.ep > 1:
+        experts = experts_of(module)
+        if not experts:
+            raise NpuportError(f"--parallel {layout.describe()}: ep={layout.ep} spreads experts, and the model has none",
+                               "a mixture-of-experts model (its config names its experts) for ep=",
+                               f"{name}, no n_routed_experts / num_experts / num_local_experts in its config")
+        if experts % layout.ep:
+            raise NpuportError(f"--parallel {layout.describe()}: ep={layout.ep} does not divide the model's {experts} "
+                               "experts", "an expert-parallel degree that divides the experts per layer",
+                               f"ep={layout.ep}, {experts} experts")
 
 
 # the head counts a tensor-parallel plan splits when it shards the attention projections (its q/k/v patterns)
@@ -179,65 +198,34 @@ def _tp_divides(module: torch.nn.Module, tp: int, plan: dict[str, str]) -> None:
     sharding reports those.)"""
     if not any(p.endswith(("q_proj", "k_proj", "v_proj", "qkv_proj")) for p in plan):
         return
-    config: Any = getattr(module, "config", None)
-    try:
-        config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    except ValueError:  # several text configs: nothing to check against
-        return
+    config = _text_config(module)
     for key in _TP_HEADS:
-        n = getattr(config, key, None)
+        n = getattr(config, key, None) if config is not None else None
         if isinstance(n, int) and n > 0 and n % tp:
-            raise NpuportError(f"tp={tp} does not divide the model's {key} ({n})",
+            raise NpuportError(f"--parallel tp={tp}: tp does not divide the model's {key} ({n})",
                                f"a tensor-parallel degree that divides {key}", f"tp={tp}")
 
 
-def stage_ranks(layout: Layout) -> int:
-    """The ranks of one pipeline stage: the fake process group the traced rank belongs to."""
-    return layout.dp * layout.tp
-
-
-def _tensor_parallel(module: torch.nn.Module, mesh: Any, info: Distributed) -> dict[str, str]:
-    from torch.distributed.tensor.parallel import parallelize_module  # noqa: PLC0415 - only for --parallel
-
-    plan = _hf_tp_plan(module)
+def _tensor_parallel(module: torch.nn.Module, mesh: Any, info: Distributed, own_parallelize: bool) -> None:
+    plan = hf_tp_plan(module)
+    tp = mesh.size()
     if not plan:
-        raise NpuportError("tp= needs the model's tensor-parallel plan", "an HF model whose config has a "
-                           "base_model_tp_plan, or a model file with parallelize(model, device_type)",
-                           type(module).__name__)
-    _tp_divides(module, mesh.size(), plan)
-    base, prefix = _base_model(module)
-    styles = _styles()
-    applied: dict[str, Any] = {}
-    for pattern, style in plan.items():
-        if style in styles:
-            applied[pattern] = styles[style]
-        else:
-            info.notes.append(f"tensor-parallel style {style!r} of {prefix + pattern} has no plain torch equivalent: "
-                              "left replicated")
-    try:
-        parallelize_module(base, mesh, applied)
-    except Exception as exc:
-        raise NpuportError("applying the tensor-parallel plan failed", "transformers' base_model_tp_plan to apply with "
-                           "torch's parallelize_module", describe_exception(exc)) from None
-    return {prefix + k: plan[k] for k in applied}
-
-
-def _hf_tp_plan(module: torch.nn.Module) -> dict[str, str]:
-    config = getattr(module, "config", None)
-    plan = getattr(config, "base_model_tp_plan", None) if config is not None else None
-    text_config = getattr(config, "text_config", None)
-    if not plan and text_config is not None:
-        plan = getattr(text_config, "base_model_tp_plan", None)
-    return dict(plan or {})
-
-
-def _base_model(module: torch.nn.Module) -> tuple[torch.nn.Module, str]:
-    """transformers' base model (its plan's keys are relative to it) and its path in the module."""
-    prefix = getattr(module, "base_model_prefix", "")
-    base = getattr(module, prefix, None) if prefix else None
-    if isinstance(base, torch.nn.Module):
-        return base, prefix + "."
-    return module, ""
+        name = type(module).__name__
+        if own_parallelize:  # a model file's parallelize() makes its own mesh from the world size: that is its layout
+            raise NpuportError(f"--parallel tp={tp} needs transformers' tensor-parallel plan (base_model_tp_plan), and "
+                               f"{name} has none", "for a model file with its own parallelize(model, device_type): "
+                               "--world-size N instead of --parallel (its parallelize() lays the ranks out itself)",
+                               f"--parallel {info.layout.describe() if info.layout else f'tp={tp}'} on {name}")
+        raise NpuportError(f"--parallel tp={tp} needs the model's tensor-parallel plan", "an HF model whose config has "
+                           "a base_model_tp_plan, or a model file with parallelize(model, device_type) run with "
+                           "--world-size N", f"{name}: no base_model_tp_plan, no parallelize()")
+    _tp_divides(module, tp, plan)
+    result = apply_plan(module, mesh, plan)
+    info.tp_plan = result.applied
+    info.tp_unresolved = result.unresolved
+    info.unsharded = result.unsharded
+    info.library_warnings += result.library_warnings
+    info.notes += result.notes + describe_unsharded(tp, result)
 
 
 def decoder_layers(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
@@ -255,14 +243,41 @@ def _fully_shard(module: torch.nn.Module, mesh: Any, reshard: bool, info: Distri
     from torch.distributed.fsdp import fully_shard  # noqa: PLC0415 - only for --parallel
 
     layers = decoder_layers(module)
-    try:
-        for _, layer in layers:
-            fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
-        fully_shard(module, mesh=mesh, reshard_after_forward=reshard)
-    except Exception as exc:
-        raise NpuportError("applying FSDP2 (fully_shard) failed", "a model whose decoder layers FSDP2 can wrap",
-                           describe_exception(exc)) from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            for _, layer in layers:
+                fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+            fully_shard(module, mesh=mesh, reshard_after_forward=reshard)
+        except Exception as exc:
+            raise NpuportError("applying FSDP2 (fully_shard) failed", "a model whose decoder layers FSDP2 can wrap",
+                               describe_exception(exc)) from None
+    info.library_warnings += _lines(caught)
     stage = "parameters, gradients and optimizer states" if reshard else "gradients and optimizer states"
     info.notes.append(f"FSDP2 over dp={mesh.size()}: {len(layers)} decoder layers and the root wrapped, {stage} "
                       f"sharded (reshard_after_forward={reshard})")
 
+
+def held_share(module: torch.nn.Module, layout: Layout) -> float:
+    """(dense + routed experts / ep) / pp over all the parameters: what a rank of the job holds of what the traced
+    rank holds, where expert and pipeline parallel are estimates (an even split of the layers over the stages)."""
+    experts = dense = 0
+    for name, p in module.named_parameters():
+        n = getattr(p, "_local_tensor", p).numel() * p.element_size()
+        if layout.ep > 1 and expert_parameter(name):
+            experts += n
+        else:
+            dense += n
+    total = experts + dense
+    return (dense + experts / layout.ep) / layout.pp / total if total else 1.0
+
+
+def expert_parameter(name: str) -> bool:
+    """A routed expert's parameter: under a module named `experts` (shared experts, `shared_expert(s)`, run on every
+    rank and are not split by expert parallel)."""
+    return "experts" in name.split(".")[:-1]
+
+
+__all__ = ["Distributed", "Layout", "MESH_DEVICE", "apply_layout", "call_parallelize", "check_layout_fits",
+           "decoder_layers", "distribute", "expert_parameter", "experts_of", "fake_world", "parse_layout",
+           "stage_ranks"]
