@@ -7,6 +7,10 @@ traced forward + backward peak, A what is alive when backward returns (W + G + t
   step 0 peak = max(P, A + S + T)        (states are allocated at the first step)
   step 1 peak = max(P + S, A + S + T)    (from then on they are alive through forward and backward)
   held between steps = W + S             (zero_grad sets gradients to None, torch's default since 2.0)
+
+One rank of a job whose expert or pipeline parallel is estimated, not traced (the traced rank holds every expert and
+every layer): a RankShare says what a rank of the job holds of the traced rank's parameters and cache, and the
+figures are that rank's (scenario_memory).
 """
 
 from __future__ import annotations
@@ -94,6 +98,22 @@ def optimizer_memory(params: Sequence[torch.Tensor], name: str, master_weights: 
     return OptimizerMemory(name, states, temp, master)
 
 
+@dataclass(frozen=True)
+class RankShare:
+    """What a rank of the job holds of what the traced rank holds, where the layout is estimated (npuport.audit.
+    memory_stage fills it). `params`: of its parameters, and so of their gradients, optimizer states and master
+    weights ((dense + routed experts / ep) / pp); `cache`: of an inference step's inputs (a decode step's KV cache:
+    its pipeline stage's layers only). `experts`: the routed experts per MoE layer a rank holds, `experts_share`
+    their share of its parameter bytes, `tp_splits_experts` whether the model's tensor-parallel plan splits them
+    (transformers' plans do not: its expert-parallel plan does); the planner's tensor-parallel advice needs them."""
+
+    params: float = 1.0
+    cache: float = 1.0
+    experts: int = 0
+    experts_share: float = 0.0
+    tp_splits_experts: bool = False
+
+
 @dataclass
 class ScenarioMemory:
     """One scenario's memory, in bytes; `peak` is the number a chip must hold."""
@@ -112,6 +132,7 @@ class ScenarioMemory:
     held: int = 0
     activations_by_module: dict[str, int] = field(default_factory=dict)
     graph_inputs: int = 0  # reduce-overhead: the graphs' own copy of the step's non-parameter inputs (graph_inputs)
+    share: RankShare = field(default_factory=RankShare)  # per rank of a job with estimated ep / pp (1.0: as traced)
     fit: list[dict[str, Any]] = field(default_factory=list)
     changes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -130,6 +151,8 @@ class ScenarioMemory:
                         "activations_by_module": dict(list(self.activations_by_module.items())[:12])})
         if self.graph_inputs:
             out["graph_inputs_bytes"] = self.graph_inputs
+        if self.share.params != 1.0 or self.share.cache != 1.0:
+            out["held_share"] = {"params": self.share.params, "cache": self.share.cache}
         out["fit"] = self.fit
         out["changes"] = self.changes
         return out
@@ -162,21 +185,38 @@ def _merged(by_module: dict[str, int]) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def scenario_memory(kind: str, trace: Any, params: Sequence[torch.Tensor], optimizer: str, master_weights: bool) -> ScenarioMemory:
-    """The scenario's memory from its MemoryTrace (npuport.trace.memory) and, for training, the optimizer model."""
-    m = ScenarioMemory(kind, trace.weights, trace.inputs, trace.peak, trace.peak_phase, trace.peak_module)
+def scenario_memory(kind: str, trace: Any, params: Sequence[torch.Tensor], optimizer: str, master_weights: bool,
+                    share: RankShare | None = None) -> ScenarioMemory:
+    """The scenario's memory from its MemoryTrace (npuport.trace.memory) and, for training, the optimizer model; with
+    `share`, a rank of the job's: (1 - params) of the parameter bytes `params` hold off the weights, the held bytes,
+    what is alive after the step and the traced peak; gradients, optimizer states, step temporary and master weights
+    scaled by `params`; an inference step's inputs (its cache) by `cache`. Activations stay as traced: an expert rank
+    runs as many (token, expert) pairs as the trace (tokens x top-k, arriving from the other ranks), and the first
+    stage of a 1F1B pipeline keeps pp micro-batches of its 1/pp of the layers, about one micro-batch of every layer.
+    The traced peak keeps whole the gradients alive at it (the trace does not say how many are): an overstatement
+    of at most (1 - params) x the gradients, none when the peak is in forward."""
+    share = share or RankShare()
+    cut_w = round((1 - share.params) * sum(p.numel() * p.element_size() for p in params))
+    m = ScenarioMemory(kind, trace.weights - cut_w, trace.inputs, trace.peak - cut_w, trace.peak_phase,
+                       trace.peak_module, share=share)
     if kind != "train":
-        m.peak = m.step0_peak = trace.peak
-        m.held = trace.weights + trace.inputs
+        cut_c = round((1 - share.cache) * trace.inputs)
+        m.inputs -= cut_c
+        m.traced_peak -= cut_c
+        m.peak = m.step0_peak = m.traced_peak
+        m.held = m.weights + m.inputs
         return m
-    opt = optimizer_memory([p for p in params if p.requires_grad], optimizer, master_weights)
+    full = optimizer_memory([p for p in params if p.requires_grad], optimizer, master_weights)
+    opt = OptimizerMemory(full.name, round(full.states * share.params), round(full.step_temporary * share.params),
+                          round(full.master_weights * share.params))
     states = opt.states + opt.master_weights
-    m.optimizer, m.grads, m.activations = opt, trace.grads, trace.saved
+    m.optimizer, m.grads, m.activations = opt, round(trace.grads * share.params), trace.saved
     m.activations_by_module = _merged(trace.saved_by_module)
-    step = trace.after + states + opt.step_temporary
-    m.step0_peak = max(trace.peak, step)
-    m.peak = max(trace.peak + states, step)
-    m.held = trace.weights + states
+    after = trace.after - cut_w - (trace.grads - m.grads)  # every gradient is alive when the step returns
+    step = after + states + opt.step_temporary
+    m.step0_peak = max(m.traced_peak, step)
+    m.peak = max(m.traced_peak + states, step)
+    m.held = m.weights + states
     return m
 
 
@@ -259,12 +299,16 @@ def _plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: A
                                       "peak_bytes": peak, "extra_time_s": step_time_s / 3,
                                       "note": "states and gradients sharded; communication per step: see the scale-out view"})
                     break
+        experts = _experts_bytes(m, m.weights + m.grads + states)
+        whole = 0 if m.share.tp_splits_experts else experts
         for t in (2, 4, 8):
-            peak = m.peak // t
+            peak = whole + (m.peak - whole) // t
             if peak <= usable:
                 m.changes.append({"change": f"tensor parallel degree {t} (with sequence parallel)", "peak_bytes": peak,
-                                  "extra_time_s": 0.0, "note": f"weights, gradients, states and activations split {t} ways"})
+                                  "extra_time_s": 0.0, "note": f"weights, gradients, states and activations split {t} ways"
+                                  + _experts_whole(whole)})
                 break
+        _expert_parallel(m, usable, experts, "weights, gradients and states")
         if layers and not any(c["peak_bytes"] <= usable for c in m.changes):
             # a model no single change fits (hundreds of billions of parameters): every held byte sharded, the
             # activations recomputed; the fewest devices that hold it, a bound a real layout (tensor, pipeline,
@@ -291,12 +335,15 @@ def _plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: A
                                         f"(KV cache {per_seq / GiB:.2f} GiB each)",
                               "peak_bytes": m.weights + transient + (room // per_seq) * per_seq, "extra_time_s": 0.0,
                               "note": "an 8-bit KV cache halves the cache of a 16-bit model"})
-        for t in (2, 4, 8):
-            if m.peak // t <= usable:
-                m.changes.append({"change": f"tensor parallel degree {t}", "peak_bytes": m.peak // t, "extra_time_s": 0.0,
-                                  "note": f"weights and cache split {t} ways"})
-                break
-        else:  # more than one 8-device node holds it: the fewest devices, every byte split evenly
+        experts = _experts_bytes(m, m.weights)
+        whole = 0 if m.share.tp_splits_experts else experts
+        split = next(((t, peak) for t in (2, 4, 8) for peak in [whole + (m.peak - whole) // t] if peak <= usable), None)
+        if split is not None:
+            m.changes.append({"change": f"tensor parallel degree {split[0]}", "peak_bytes": split[1], "extra_time_s": 0.0,
+                              "note": f"weights and cache split {split[0]} ways" + _experts_whole(whole)})
+        spread = _expert_parallel(m, usable, experts, "weights")
+        if split is None and not spread:
+            # more than one 8-device node holds it: the fewest devices, every byte split evenly
             for n in _DEVICES[4:]:
                 if m.peak // n <= usable:
                     m.changes.append({"change": f"weights and cache split across {n} devices", "peak_bytes": m.peak // n,
@@ -304,3 +351,28 @@ def _plan(m: ScenarioMemory, usable: int, step_time_s: float, layers: int, sc: A
                                       "note": "more than one 8-device node: tensor parallel within a node, pipeline or "
                                               "expert parallel across nodes; an even split is the bound a layout approaches"})
                     break
+
+
+def _experts_bytes(m: ScenarioMemory, of: int) -> int:
+    """The routed experts' part of `of` (a rank's parameter bytes, or those with their gradients and states)."""
+    return round(m.share.experts_share * of)
+
+
+def _experts_whole(whole: int) -> str:
+    return (f"; the routed experts ({whole / GiB:.1f} GiB of them) stay whole on every rank: the model's "
+            "tensor-parallel plan does not split them (expert parallel does)") if whole else ""
+
+
+def _expert_parallel(m: ScenarioMemory, usable: int, experts: int, what: str) -> bool:
+    """Mixture of experts: the fewest expert-parallel ranks (a degree that divides the experts a rank holds) that
+    fit, the routed experts' `what` split over them, the rest replicated. True when one is added."""
+    for e in (2, 4, 8, 16, 32, 64):
+        if not experts or m.share.experts % e:
+            continue
+        peak = m.peak - experts + experts // e
+        if peak <= usable:
+            m.changes.append({"change": f"expert parallel degree {e}", "peak_bytes": peak, "extra_time_s": 0.0,
+                              "note": f"the routed experts' {what} split {e} ways, the rest replicated; an all-to-all "
+                                      "per MoE layer: see the scale-out view"})
+            return True
+    return False

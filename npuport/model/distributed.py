@@ -140,8 +140,8 @@ def apply_layout(module: torch.nn.Module, layout: Layout, own_parallelize: bool 
                                               (f"the layers over pp={layout.pp}", layout.pp > 1)) if on)
         info.held_share = held_share(module, layout)
         info.estimated.append(f"memory: the traced rank holds every parameter; a rank of this job holds {split} "
-                              f"only (about {info.held_share:.0%} of them), so weights, gradients and optimizer states "
-                              "per rank are overstated")
+                              f"only (about {info.held_share:.0%} of them): weights, gradients and optimizer states "
+                              "per rank are scaled to that share (the layers split evenly over the stages)")
     return info
 
 
@@ -260,11 +260,13 @@ def _fully_shard(module: torch.nn.Module, mesh: Any, reshard: bool, info: Distri
 
 def held_share(module: torch.nn.Module, layout: Layout) -> float:
     """(dense + routed experts / ep) / pp over all the parameters: what a rank of the job holds of what the traced
-    rank holds, where expert and pipeline parallel are estimates (an even split of the layers over the stages)."""
+    rank holds, where expert and pipeline parallel are estimates (an even split of the layers over the stages). With
+    zero= the traced FSDP2 already spreads the experts over the dp ranks, as a rank of the job holds them: ep divides
+    nothing more there (npuport.audit.memory_stage.rank_share, which the memory figures use, agrees)."""
     experts = dense = 0
     for name, p in module.named_parameters():
         n = getattr(p, "_local_tensor", p).numel() * p.element_size()
-        if layout.ep > 1 and expert_parameter(name):
+        if layout.ep > 1 and layout.zero == 0 and expert_parameter(name):
             experts += n
         else:
             dense += n

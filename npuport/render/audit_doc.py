@@ -293,6 +293,11 @@ def _comm_line(data: dict[str, Any]) -> str | None:
                      f"({'hides behind' if b['hidden'] else 'does not fit behind'} {fmt_time(b['compute_s'])} of compute, "
                      f"{fmt_time(b['exposed_s'])} exposed)")
     head = f"Rank {dist['rank']} of {dist['world_size']}" + (f" ({dist['layout']})" if dist.get("layout") else "")
+    whole = dist.get("unsharded") or []  # what the tensor-parallel plan leaves whole on every rank
+    if whole:
+        parts.append(f"tensor parallel leaves {_gib(sum(r['bytes'] for r in whole))} "
+                     f"({sum(r['share'] for r in whole):.0%}) of the weights whole on every rank: "
+                     + ", ".join(r["module"] for r in whole[:3]) + (", ..." if len(whole) > 3 else ""))
     return f"{head}: " + ("; ".join(parts) if parts else "no collective traced")
 
 
@@ -314,9 +319,11 @@ def comm_actions(data: dict[str, Any]) -> list[Action]:
         b = comm.get("by_chip", {}).get(data["chip"])
         if b and b["step_s"] and not b["hidden"]:
             share = (b["overlappable_s"] - b["compute_s"]) / b["step_s"]
+            # the suggestions that fit this layout (npuport.audit.comm_stage.to_hide: ZeRO-2 only where ZeRO-3 re-gathers)
+            hide = b.get("to_hide") or []
             out.append(Action(2, share, f"{s['name']}: communication does not fit behind compute on {data['chip']}",
                               "", f"{fmt_time(b['overlappable_s'])} to overlap against {fmt_time(b['compute_s'])} of "
-                                  "compute: larger batches per rank, fewer data-parallel ranks, or ZeRO-2 instead of 3"))
+                                  "compute" + (": " + "; ".join(hide) if hide else "")))
     return out
 
 
@@ -692,6 +699,14 @@ def memory_section(data: dict[str, Any]) -> Section | None:
     optimizer = next((s["memory"].get("optimizer") for s in scen if s["kind"] == "train"), None)
     sec = Section("memory", "Device memory (traced on fake tensors" + (f"; optimizer {optimizer} for training" if optimizer else "")
                   + ")")
+    shared = next((s["memory"]["held_share"] for s in scen if s["memory"].get("held_share")), None)
+    if shared is not None:  # expert / pipeline parallel estimated: the figures are a rank of the job's, not the trace's
+        layout = (data.get("distributed") or {}).get("layout") or "the job"
+        sec.lines.append(f"per rank of {layout}: weights, gradients and optimizer states are {shared['params']:.0%} of "
+                         "the traced rank's (expert and pipeline parallel are estimated, not traced)"
+                         + (f", an inference step's cache {shared['cache']:.0%}"
+                            if shared["cache"] != 1.0 and any(s["kind"] != "train" for s in scen) else "")
+                         + "; see notes")
     rows_spec = [("weights", "weights_bytes"), ("gradients", "grads_bytes"), ("optimizer states", "optimizer_states_bytes"),
                  ("master weights", "master_weights_bytes"), ("optimizer step temporary", "optimizer_step_temporary_bytes"),
                  ("activations kept for backward", "activations_bytes"), ("inputs (a decode step: its cache)", "inputs_bytes"),

@@ -94,7 +94,7 @@ def test_ddp_all_reduce_of_a_pipeline_stage(tmp_path: Path) -> None:
     ddp = [r for r in _scenario(data, "train")["communication"]["collectives"] if r["module"].startswith("(DDP")]
     assert sum(r["bytes"] * r["calls"] for r in ddp) == (2 * LAYER + ROOT_PARAMS) * 2 // 2
     assert {r["group_size"] for r in ddp} == {4} and all(r["estimated"] for r in ddp)
-    assert any("pp=2" in e and "overstated" in e for e in data["distributed"]["estimated"])
+    assert any("pp=2" in e and "scaled to that share" in e for e in data["distributed"]["estimated"])
     assert data["distributed"]["held_share"] == 0.5
 
 
