@@ -252,9 +252,11 @@ def _split(rows: list[CommRow], chips: list[ChipProfile], inventory: Inventory, 
            layout: Layout | None) -> dict[str, dict[str, Any]]:
     """Per chip: bytes moved, time exposed on the step's critical path, time that can overlap compute, the compute
     it can hide behind, and the step with communication. One footing for every chip: `compute_s` is the step's
-    device time on that chip (its kernels, host excluded: what a communication stream overlaps), `step_s` the
-    estimated step's wall time (host included) plus what is exposed plus what does not fit behind compute. Pipeline
-    parallel runs about 1/pp of the layers per stage (an estimate)."""
+    device time on that chip (its kernels, host excluded), `wall_s` the estimated step's wall time (host included),
+    `step_s` that wall plus what is exposed plus the overlappable part longer than the wall: a collective on its own
+    stream runs while the step's kernels do and in the idle gaps of a host-bound step alike, so only what outlasts
+    the whole step extends it (`added_s`: what communication adds to the step). Pipeline parallel runs about 1/pp of
+    the layers per stage (an estimate)."""
     out: dict[str, dict[str, Any]] = {}
     totals = inventory.totals[scenario]
     for chip in chips:
@@ -264,15 +266,17 @@ def _split(rows: list[CommRow], chips: list[ChipProfile], inventory: Inventory, 
             device, wall = device / layout.pp, wall / layout.pp
         exposed = sum(r.time_s.get(chip.name, 0.0) * r.calls for r in rows if not r.overlap)
         hideable = sum(r.time_s.get(chip.name, 0.0) * r.calls for r in rows if r.overlap)
-        spill = max(0.0, hideable - device)
+        spill = max(0.0, hideable - wall)
         comm = exposed + hideable
         out[chip.name] = {
             "bytes": float(sum(r.nbytes * r.calls for r in rows)),
             "communication_s": comm, "exposed_s": exposed, "overlappable_s": hideable, "compute_s": device,
-            "hidden": hideable <= device,  # what can overlap fits behind the compute
+            "wall_s": wall,
+            "hidden": hideable <= wall,  # what can overlap fits within the step
             "compute_to_communication": device / comm if comm else None,
             "step_s": wall + exposed + spill,
-            "to_hide": [] if hideable <= device else to_hide(rows, layout),
+            "added_s": exposed + spill,
+            "to_hide": [] if hideable <= wall else to_hide(rows, layout),
         }
     return out
 

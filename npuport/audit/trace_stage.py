@@ -188,8 +188,11 @@ def _failure(model: LoadedModel, sc: Scenario, exc: Exception) -> NpuportError:
     if info is not None and info.layout is not None:
         return NpuportError(f"the model cannot run {sc.name} laid out as --parallel {info.layout.describe()}",
                             "a layout whose shards the model's forward accepts (transformers' tensor-parallel plan "
-                            "applied by torch's parallelize_module, FSDP2 per decoder layer); try another tp, or dp "
-                            "alone", describe_exception(exc))
+                            "applied by torch's parallelize_module, FSDP2 per decoder layer)"
+                            + ("; try another tp" if info.layout.tp > 1 else "")
+                            + ("; FSDP2 needs one dtype per wrapped module: zero=0 (DDP) traces this model"
+                               if info.layout.zero and "uniform original parameter dtype" in str(exc) else ""),
+                            describe_exception(exc))
     if info is not None and info.how.startswith("parallelize()"):
         return NpuportError(f"the model cannot run {sc.name} as its parallelize() sharded it "
                             f"(rank {info.rank} of {info.world_size})", "a parallelize(model, device_type) whose shards "

@@ -135,8 +135,13 @@ def apply_layout(module: torch.nn.Module, layout: Layout, own_parallelize: bool 
             _tensor_parallel(module, mesh["tp"], info, own_parallelize)
         if layout.dp > 1 and layout.zero > 0:
             _fully_shard(module, mesh["dp"], reshard=layout.zero == 3, info=info)
-    if layout.ep > 1 or layout.pp > 1:  # of the traced rank's (sharded) parameters
-        split = " and ".join(s for s, on in ((f"the experts over ep={layout.ep}", layout.ep > 1),
+    if layout.ep > 1 and layout.zero:  # FSDP2 shards the experts over dp, as ep's ranks hold them at rest
+        info.estimated.append(f"ep={layout.ep} with zero={layout.zero}: the traced FSDP2 spreads every expert over the "
+                              "dp ranks, as a rank of this job holds them between steps, but gathers whole expert layers "
+                              "over dp in forward and backward where expert parallel gathers none: the expert part of "
+                              "the all-gathers and of the traced peak is overstated")
+    if (layout.ep > 1 and not layout.zero) or layout.pp > 1:  # of the traced rank's (sharded) parameters
+        split = " and ".join(s for s, on in ((f"the experts over ep={layout.ep}", layout.ep > 1 and not layout.zero),
                                               (f"the layers over pp={layout.pp}", layout.pp > 1)) if on)
         info.held_share = held_share(module, layout)
         info.estimated.append(f"memory: the traced rank holds every parameter; a rank of this job holds {split} "

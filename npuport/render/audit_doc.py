@@ -289,9 +289,13 @@ def _comm_line(data: dict[str, Any]) -> str | None:
         b = (s.get("communication") or {}).get("by_chip", {}).get(data["chip"])
         if not b or not b["communication_s"]:
             continue
-        parts.append(f"{s['name']} {fmt_time(b['communication_s'])} of communication "
-                     f"({'hides behind' if b['hidden'] else 'does not fit behind'} {fmt_time(b['compute_s'])} of compute, "
-                     f"{fmt_time(b['exposed_s'])} exposed)")
+        wall = b.get("wall_s")
+        within = (f"{'fits within' if b['hidden'] else 'does not fit within'} the {fmt_time(wall)} step, "
+                  f"{fmt_time(b['compute_s'])} of it device compute" if wall is not None else
+                  f"{'hides behind' if b['hidden'] else 'does not fit behind'} {fmt_time(b['compute_s'])} of compute")
+        added = b.get("added_s", b["exposed_s"])
+        parts.append(f"{s['name']} {fmt_time(b['communication_s'])} of communication ({within}; "
+                     f"{fmt_time(b['exposed_s'])} exposed, the step {'+' + fmt_time(added) if added else 'unchanged'})")
     head = f"Rank {dist['rank']} of {dist['world_size']}" + (f" ({dist['layout']})" if dist.get("layout") else "")
     whole = dist.get("unsharded") or []  # what the tensor-parallel plan leaves whole on every rank
     if whole:

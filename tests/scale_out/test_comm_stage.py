@@ -134,3 +134,39 @@ def test_fsdp_copy_in_is_a_copy_of_the_shard(tmp_path: Path) -> None:
     assert {r["bytes"] for r in gathers} == {LAYER * 2, ROOT_PARAMS * 2}  # gathered units, bf16
     shards = sum(r["bytes"] * r["calls"] for r in gathers) // 2  # this rank's half of each gathered unit
     assert op["flops"] == 0.0 and op["bytes"] == 2 * shards
+
+
+def test_overlappable_communication_hides_within_the_whole_step_and_only_the_rest_extends_it(tmp_path: Path) -> None:
+    """DDP's bucketed all-reduce on a small host-bound step: it runs in the step's idle gaps as well as beside its
+    kernels, so the step grows by what is exposed plus what outlasts the whole wall, never by overlap that fits."""
+    _, data = _audit(tmp_path, TINY_LLAMA, "train:batch=1,seq=32", "dp=4")
+    by_chip = _scenario(data, "train")["communication"]["by_chip"]
+    for b in by_chip.values():
+        spill = max(0.0, b["overlappable_s"] - b["wall_s"])
+        assert b["step_s"] == pytest.approx(b["wall_s"] + b["exposed_s"] + spill)
+        assert b["added_s"] == pytest.approx(b["step_s"] - b["wall_s"])
+        assert b["hidden"] == (b["overlappable_s"] <= b["wall_s"])
+        assert b["compute_s"] < b["wall_s"]  # host-bound: the wall, not the kernels, is what the stream runs beside
+    text = " ".join(data_text(tmp_path))
+    summary = text[text.index("Rank 0 of 4"):][:300]  # the line wraps at the report's width
+    assert "fits within the" in summary and "the step unchanged" in summary
+
+
+def data_text(tmp_path: Path) -> list[str]:
+    """The text summary of the same audit, line by line."""
+    from click.testing import CliRunner
+
+    from npuport.cli.main import cli
+
+    cfg = tmp_path / "config.json"
+    res = CliRunner().invoke(cli, ["audit", "--hf", str(cfg), "--scenario", "train:batch=1,seq=32", "--parallel",
+                                   "dp=4", "--quiet"])
+    assert res.exit_code == 0, res.output
+    return res.stdout.splitlines()
+
+
+def test_ep_with_zero_says_the_expert_gathers_are_overstated(tmp_path: Path) -> None:
+    _, data = _audit(tmp_path, OLMOE, "train:batch=1,seq=32", "dp=4,ep=2,zero=3")
+    notes = data["distributed"]["estimated"]
+    assert any("ep=2 with zero=3" in n and "overstated" in n for n in notes)
+    assert not any("about 100%" in n for n in notes)
