@@ -14,6 +14,7 @@ from torch.utils._pytree import tree_flatten
 
 from npuport.audit.report import TraceStage
 from npuport.errors import NpuportError, describe_exception
+from npuport.model.distributed import at_rest
 from npuport.model.hf import prefill_once
 from npuport.model.hf.build import quiet_transformers as _quiet_libraries
 from npuport.model.hf.fallbacks import kernel_fallbacks, notes_for
@@ -51,6 +52,10 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
                     trace, ran = _trace_scenario(model, sc, progress, reuse)
                 except _ReadsValues:
                     raise first.error from None
+        finally:
+            if model.distributed is not None and model.distributed.layout is not None and model.distributed.layout.zero:
+                with model.mode:  # the next scenario starts from sharded parameters, as a step does
+                    at_rest(model.module)
     if trace is not None and inference.entered:
         trace.notes.append(f"{ran.name}: the model runs under torch.inference_mode: traced as torch.no_grad (the same "
                            "kernels run on a device; under inference mode composite ops such as linear would reach "

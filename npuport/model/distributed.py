@@ -263,6 +263,17 @@ def _fully_shard(module: torch.nn.Module, mesh: Any, reshard: bool, info: Distri
                       f"sharded (reshard_after_forward={reshard})")
 
 
+def at_rest(module: torch.nn.Module) -> None:
+    """Put every FSDP2 module back to its sharded parameters. With reshard_after_forward=False (zero=1 / 2), or after
+    an inference forward that no backward followed, FSDP2 keeps the gathered parameters: the next scenario traced on
+    the same model would start with them (a train after a decode counted whole weights). A step starts at rest."""
+    from torch.distributed.fsdp import FSDPModule  # noqa: PLC0415 - only where FSDP2 wrapped the model
+
+    for m in module.modules():
+        if isinstance(m, FSDPModule):
+            m.reshard()
+
+
 def held_share(module: torch.nn.Module, layout: Layout) -> float:
     """(dense + routed experts / ep) / pp over all the parameters: what a rank of the job holds of what the traced
     rank holds, where expert and pipeline parallel are estimates (an even split of the layers over the stages). With
@@ -285,6 +296,6 @@ def expert_parameter(name: str) -> bool:
     return "experts" in name.split(".")[:-1]
 
 
-__all__ = ["Distributed", "Layout", "MESH_DEVICE", "apply_layout", "call_parallelize", "check_layout_fits",
+__all__ = ["Distributed", "Layout", "MESH_DEVICE", "apply_layout", "at_rest", "call_parallelize", "check_layout_fits",
            "decoder_layers", "distribute", "expert_parameter", "experts_of", "fake_world", "parse_layout",
            "stage_ranks"]

@@ -170,3 +170,18 @@ def test_ep_with_zero_says_the_expert_gathers_are_overstated(tmp_path: Path) -> 
     notes = data["distributed"]["estimated"]
     assert any("ep=2 with zero=3" in n and "overstated" in n for n in notes)
     assert not any("about 100%" in n for n in notes)
+
+
+def test_a_zero_2_trains_memory_does_not_depend_on_the_scenario_traced_before_it(tmp_path: Path) -> None:
+    """FSDP2 with reshard_after_forward=False keeps parameters gathered after an inference forward: each scenario
+    now starts from the sharded parameters, as a step does, so a decode traced first changes nothing of train's."""
+    def train_memory(scenarios: tuple[str, ...]) -> dict[str, Any]:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(TINY_LLAMA))
+        _, data = api.audit(api.ModelSpec(hf_config=str(path)), api.AuditOptions(scenarios=scenarios, parallel="dp=2,zero=2"))
+        return _scenario(data, "train")["memory"]
+
+    alone = train_memory(("train:batch=1,seq=32",))
+    after = train_memory(("decode:batch=1,past=32", "train:batch=1,seq=32"))
+    for key in ("weights_bytes", "grads_bytes", "optimizer_states_bytes", "held_bytes", "peak_bytes"):
+        assert after[key] == alone[key], key
