@@ -10,7 +10,7 @@ import re
 from npuport.audit.report import MemoryStage
 from npuport.cost.inventory import Inventory
 from npuport.cost.memory import GiB, RankShare, ScenarioMemory, capacities, graph_inputs, judge, plan, scenario_memory
-from npuport.model.distributed import expert_parameter, experts_of
+from npuport.model.distributed import experts_of, parameter_bytes
 from npuport.model.job import Layout
 from npuport.model.loading import LoadedModel
 from npuport.model.scenarios import Scenario
@@ -39,13 +39,7 @@ def rank_share(model: LoadedModel) -> RankShare:
     d = model.distributed
     layout = d.layout if d is not None else None
     ep, pp = (layout.ep, layout.pp) if layout is not None else (1, 1)
-    experts = dense = 0
-    for name, p in model.module.named_parameters():
-        n = getattr(p, "_local_tensor", p).numel() * p.element_size()
-        if expert_parameter(name):
-            experts += n
-        else:
-            dense += n
+    dense, experts = parameter_bytes(model.module)
     routed = experts_of(model.module)
     if not routed:  # a module named `experts` in a model whose config names no routed experts: nothing to spread
         dense, experts = dense + experts, 0

@@ -274,20 +274,27 @@ def at_rest(module: torch.nn.Module) -> None:
             m.reshard()
 
 
+def parameter_bytes(module: torch.nn.Module) -> tuple[int, int]:
+    """(dense, routed-expert) bytes of the traced rank's parameters (its shards where sharded)."""
+    experts = dense = 0
+    for name, p in module.named_parameters():
+        n = getattr(p, "_local_tensor", p).numel() * p.element_size()
+        if expert_parameter(name):
+            experts += n
+        else:
+            dense += n
+    return dense, experts
+
+
 def held_share(module: torch.nn.Module, layout: Layout) -> float:
     """(dense + routed experts / ep) / pp over all the parameters: what a rank of the job holds of what the traced
     rank holds, where expert and pipeline parallel are estimates (an even split of the layers over the stages). With
     zero= the traced FSDP2 already spreads the experts over the dp ranks, as a rank of the job holds them: ep divides
     nothing more there (npuport.audit.memory_stage.rank_share, which the memory figures use, agrees)."""
-    experts = dense = 0
-    for name, p in module.named_parameters():
-        n = getattr(p, "_local_tensor", p).numel() * p.element_size()
-        if layout.ep > 1 and layout.zero == 0 and expert_parameter(name):
-            experts += n
-        else:
-            dense += n
+    dense, experts = parameter_bytes(module)
+    spread = layout.ep if layout.zero == 0 else 1
     total = experts + dense
-    return (dense + experts / layout.ep) / layout.pp / total if total else 1.0
+    return (dense + experts / spread) / layout.pp / total if total else 1.0
 
 
 def expert_parameter(name: str) -> bool:
@@ -297,5 +304,5 @@ def expert_parameter(name: str) -> bool:
 
 
 __all__ = ["Distributed", "Layout", "MESH_DEVICE", "apply_layout", "at_rest", "call_parallelize", "check_layout_fits",
-           "decoder_layers", "distribute", "expert_parameter", "experts_of", "fake_world", "parse_layout",
+           "decoder_layers", "distribute", "expert_parameter", "parameter_bytes", "experts_of", "fake_world", "parse_layout",
            "stage_ranks"]
