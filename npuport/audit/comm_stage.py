@@ -23,7 +23,7 @@ from npuport.cost.roofline import ChipProfile
 from npuport.coverage.hccl import hccl_support
 from npuport.errors import NpuportError
 from npuport.mappings import load_checked
-from npuport.model.distributed import Distributed, Layout, expert_parameter
+from npuport.model.distributed import Distributed, Layout, decoder_layers, expert_parameter
 from npuport.model.loading import LoadedModel
 from npuport.model.scenarios import Scenario
 from npuport.trace.records import CollectiveCall, Trace
@@ -237,7 +237,10 @@ def comm_stage(model: LoadedModel, scenarios: list[Scenario], traces: dict[str, 
         trace = traces.get(sc.name)
         if trace is None:
             continue
-        rows = _rows(trace.collectives)
+        calls, stage_note = _first_stage(trace.collectives, model, info.layout)
+        if stage_note:
+            notes.append(stage_note)
+        rows = _rows(calls)
         if info.layout is not None:
             rows += _estimated_rows(sc, trace, model, info.layout)
         notes += _time_rows(rows, chips, torch_npu, info.layout)
@@ -246,6 +249,31 @@ def comm_stage(model: LoadedModel, scenarios: list[Scenario], traces: dict[str, 
         notes.append("communication: some collectives are not plainly supported by HCCL on torch_npu "
                      f"{torch_npu} (see the hccl column)")
     return CommStage(info, by, sorted(set(notes), key=notes.index))
+
+
+def _first_stage(calls: list[CollectiveCall], model: LoadedModel,
+                 layout: Layout | None) -> tuple[list[CollectiveCall], str | None]:
+    """With pp>1 the rank traces every decoder layer, but a pipeline stage runs only its own: the collectives of the
+    first stage's layers (the first ceil(layers / pp), the stage whose memory and compute the audit takes) and of the
+    root (its embedding's; the last stage's head is not told apart) are kept, the other layers' dropped."""
+    if layout is None or layout.pp <= 1 or not calls:
+        return calls, None
+    names = [n for n, _ in decoder_layers(model.module)]
+    if not names:
+        return calls, None
+    ours = set(names[:-(-len(names) // layout.pp)])
+    every = set(names)
+    prefix = names[0].rsplit(".", 1)[0] + "."
+
+    def stage_of(module: str) -> bool:
+        if not module.startswith(prefix):
+            return True
+        layer = prefix + module[len(prefix):].split(".", 1)[0]
+        return layer not in every or layer in ours
+
+    kept = [c for c in calls if stage_of(c.module)]
+    return kept, (f"communication: pp={layout.pp}: the traced collectives of the first pipeline stage's {len(ours)} of "
+                  f"{len(names)} decoder layers and of the root; the rank traced every layer")
 
 
 def _split(rows: list[CommRow], chips: list[ChipProfile], inventory: Inventory, scenario: str,

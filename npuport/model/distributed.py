@@ -244,15 +244,64 @@ def decoder_layers(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]
     return best
 
 
+def dtype_apart(module: torch.nn.Module, skip: set[int] | None = None) -> list[tuple[str, torch.nn.Module]]:
+    """The submodules FSDP2 must wrap on their own before `module`: FSDP2 gathers one dtype per wrapped module
+    (torch's FSDPParamGroup asserts a uniform original dtype), and a model may keep some weights in another dtype
+    than the rest of its layer (DeepSeek-V3's router in float32 in a bfloat16 layer). The outermost submodules whose
+    parameters are all of one dtype other than the one most of `module`'s own parameters have (by elements); the
+    modules in `skip` (already wrapped) and their parameters are left out. Empty when `module` is uniform."""
+    skip = skip or set()
+    held: dict[torch.dtype, int] = {}
+    for p in _own_params(module, skip):
+        held[p.dtype] = held.get(p.dtype, 0) + p.numel()
+    if len(held) < 2:
+        return []
+    main = max(held, key=lambda d: held[d])
+    out: list[tuple[str, torch.nn.Module]] = []
+    taken: list[str] = []
+    for name, sub in module.named_modules():
+        if not name or id(sub) in skip or any(name.startswith(t + ".") for t in taken):
+            continue
+        dtypes = {p.dtype for p in _own_params(sub, skip)}
+        if len(dtypes) == 1 and main not in dtypes:
+            out.append((name, sub))
+            taken.append(name)
+    return out
+
+
+def _own_params(module: torch.nn.Module, skip: set[int]) -> list[torch.nn.Parameter]:
+    """`module`'s parameters, those under the modules in `skip` left out."""
+    out: list[torch.nn.Parameter] = []
+    stack = [module]
+    while stack:
+        m = stack.pop()
+        out.extend(m.parameters(recurse=False))
+        stack.extend(c for c in m.children() if id(c) not in skip)
+    return out
+
+
+def _pattern(name: str) -> str:
+    """'mlp.gate' for 'model.layers.7.mlp.gate': a submodule named as in every layer."""
+    return ".".join(part for part in name.split(".") if not part.isdigit()) or name
+
+
 def _fully_shard(module: torch.nn.Module, mesh: Any, reshard: bool, info: Distributed) -> None:
     from torch.distributed.fsdp import fully_shard  # noqa: PLC0415 - only for --parallel
 
     layers = decoder_layers(module)
+    apart: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             for _, layer in layers:
+                for name, sub in dtype_apart(layer):
+                    fully_shard(sub, mesh=mesh, reshard_after_forward=reshard)
+                    apart.append(name)
                 fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+            wrapped = {id(layer) for _, layer in layers}
+            for name, sub in dtype_apart(module, skip=wrapped):
+                fully_shard(sub, mesh=mesh, reshard_after_forward=reshard)
+                apart.append(name)
             fully_shard(module, mesh=mesh, reshard_after_forward=reshard)
         except Exception as exc:
             raise NpuportError("applying FSDP2 (fully_shard) failed", "a model whose decoder layers FSDP2 can wrap",
@@ -261,6 +310,12 @@ def _fully_shard(module: torch.nn.Module, mesh: Any, reshard: bool, info: Distri
     stage = "parameters, gradients and optimizer states" if reshard else "gradients and optimizer states"
     info.notes.append(f"FSDP2 over dp={mesh.size()}: {len(layers)} decoder layers and the root wrapped, {stage} "
                       f"sharded (reshard_after_forward={reshard})")
+    if apart:
+        kinds = sorted({_pattern(name) for name in apart})
+        info.notes.append(f"FSDP2 gathers one dtype per wrapped module: {len(apart)} submodule{'s' if len(apart) != 1 else ''} "
+                          f"whose parameters keep another dtype than their layer's ({', '.join(kinds[:3])}{', ...' if len(kinds) > 3 else ''})"
+                          " wrapped on their own first, one more all-gather and reduce-scatter each, as a job that "
+                          "keeps them so must")
 
 
 def at_rest(module: torch.nn.Module) -> None:

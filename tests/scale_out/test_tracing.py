@@ -193,3 +193,67 @@ def test_collective_descriptions_follow_nccl_tests_sizes() -> None:
                    ("reduce_scatter", 512, "float32", 4, "avg"), ("all_to_all", 512, "float32", 4, None),
                    ("broadcast", 512, "float32", 4, None), ("all_reduce", 512, "float32", 4, "sum"),
                    ("all_gather", 1024, "bfloat16", 4, None)]
+
+
+def test_dtype_apart_picks_the_outermost_submodules_of_another_dtype() -> None:
+    """FSDP2 gathers one dtype per wrapped module: a float32 router inside a bfloat16 layer is wrapped first."""
+    from npuport.model.distributed import dtype_apart
+
+    layer = torch.nn.Module()
+    layer.attn = torch.nn.Linear(8, 8).to(torch.bfloat16)
+    layer.mlp = torch.nn.Module()
+    layer.mlp.gate = torch.nn.Linear(8, 4)  # float32
+    layer.mlp.gate.inner = torch.nn.Linear(2, 2)  # float32 too: taken with its parent, not apart
+    layer.mlp.up = torch.nn.Linear(8, 32).to(torch.bfloat16)
+    assert [name for name, _ in dtype_apart(layer)] == ["mlp.gate"]
+    assert dtype_apart(layer.mlp.up) == []  # one dtype: nothing apart
+    # the modules already wrapped are left out, and what is left decides the main dtype
+    root = torch.nn.Module()
+    root.layers = torch.nn.ModuleList([layer])
+    root.head = torch.nn.Linear(2, 2)  # float32, the rest of the root after the layers
+    assert dtype_apart(root, skip={id(layer)}) == []
+
+
+def test_zero3_wraps_a_float32_router_apart_and_gathers_it(tmp_path: Path) -> None:
+    """DeepSeek-V3 keeps its router's weight in float32 in bfloat16 layers, which FSDP2 refuses as one group
+    ('uniform original parameter dtype'); the router is wrapped on its own first: one more all-gather per MoE layer,
+    of its float32 weight (experts x hidden x 4 bytes)."""
+    h, experts = 64, 8
+    cfg = {"model_type": "deepseek_v3", "vocab_size": 256, "hidden_size": h, "intermediate_size": 128,
+           "moe_intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+           "n_shared_experts": 1, "n_routed_experts": experts, "kv_lora_rank": 16, "q_lora_rank": 32,
+           "qk_rope_head_dim": 8, "v_head_dim": 16, "qk_nope_head_dim": 16, "n_group": 2, "topk_group": 1,
+           "num_experts_per_tok": 2, "first_k_dense_replace": 1, "max_position_embeddings": 256,
+           "torch_dtype": "bfloat16"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    _, data = api.audit(api.ModelSpec(hf_config=str(path)),
+                        api.AuditOptions(scenarios=("train:batch=1,seq=32",), parallel="dp=2,zero=3"))
+    assert data["failed_scenarios"] == []
+    rows = _rows(data, "train")
+    router = experts * h * 4  # float32 weight, gathered whole
+    assert _count(rows, "all_gather", "forward")[router] == 1  # the one MoE layer's router
+    assert _count(rows, "reduce_scatter", "backward")[router] == 1
+    notes = data["distributed"]["notes"]
+    assert any("1 submodule whose" in n and "mlp.gate" in n for n in notes), notes
+
+
+def test_pipeline_stages_keep_the_collectives_of_their_own_layers(tmp_path: Path) -> None:
+    """pp=2 on a 4-layer tiny Llama: the rank traces every layer, but the first stage runs layers 0-1 only, so its
+    tensor-parallel all-reduces and FSDP2 gathers are those of 2 layers (and the root's), not of 4."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(dict(TINY_LLAMA, num_hidden_layers=4)))
+    spec = api.ModelSpec(hf_config=str(cfg))
+
+    def rows(parallel: str) -> list[dict[str, Any]]:
+        _, data = api.audit(spec, api.AuditOptions(scenarios=("train:batch=2,seq=64",), parallel=parallel))
+        notes = data["distributed"]["notes"]
+        assert ("pp=2" in parallel) == any("first pipeline stage's 2 of 4 decoder layers" in n for n in notes), notes
+        return _rows(data, "train")
+
+    h = 256
+    assert _count(rows("tp=2"), "all_reduce", "forward") == Counter({2 * 64 * h * 2: 8})
+    assert _count(rows("tp=2,pp=2"), "all_reduce", "forward") == Counter({2 * 64 * h * 2: 4})
+    zero = rows("dp=2,zero=3,pp=2")
+    gathers = [r for r in zero if r["kind"] == "all_gather" and r["phase"] == "forward"]
+    assert sorted((r["module"], r["calls"]) for r in gathers) == [("", 1), ("model.layers.*", 2)]
