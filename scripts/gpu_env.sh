@@ -1,6 +1,7 @@
 # Sourced by the scripts run on the lent GPU machine (scripts/profile_gpu_*.sh, scripts/gpu_reduce_overhead.sh):
 # the wheels carried in .gpuwheels/ (transformers 5.25.0 and what the machine lacks: its python3 has an older
-# transformers, and the version changes the op path) installed into /tmp/tf ahead of the machine's own packages,
+# transformers, and the version changes the op path; jsonschema and its dependencies, which profile artifacts are
+# checked with) installed into /tmp/tf ahead of the machine's own packages,
 # unbuffered output (a run cut short still shows what it printed), a fresh Inductor cache (no compile reused from an
 # earlier call on a machine that stayed warm), and one line naming what ran.
 if [ -d .gpuwheels ]; then
