@@ -87,13 +87,35 @@ def _rolled(profile: dict[str, Any], audited: set[str]) -> tuple[dict[str, float
         for p, pt in split.items():
             place(p, t * pt / total if total else 0.0, origin, depth + 1)
 
+    def outer(op: str, t: float, depth: int) -> float:
+        """Place time `t` met at `op` with the outermost audited op at or above it: the audit records the op its
+        dispatch mode saw, the outermost one (`_to_copy`, not the `copy_` inside it that launched the kernel), so
+        an enclosing audited op takes the time before `op` does. Returns what found no audited op on the way up."""
+        if op == "" or depth > _DEPTH:
+            return t
+        # only where the profile says where the time sat (its callees' time per parent, or its own kernels'): a
+        # split by call counts would send a `to` inside `pow` (which copies nothing) a share of every cast
+        split = within[op] if op in within else parents.get(op, {})
+        total = sum(split.values())
+        left = sum(outer(p, t * pt / total, depth + 1) for p, pt in split.items()) if total else t
+        name = op if op in audited else _alias(op, audited)
+        if name in audited and left:
+            measured[name] += left
+            return 0.0
+        return left
+
     for b, split in parents.items():
         name = b if b in audited else _alias(b, audited)
         for p, t in split.items():
+            if not t:
+                continue
+            left = outer(p, t, 0)  # an audited op enclosing this call takes its time first
+            if not left:
+                continue
             if name in audited:
-                measured[name] += t
-            elif t:
-                place(p, t, b, 0)
+                measured[name] += left
+            else:
+                place(p, left, b, 0)
     return measured, calls, only
 
 

@@ -173,6 +173,23 @@ def test_join_rolls_unlisted_children_into_their_audited_parent() -> None:
         join(audit, prof, "decode")
 
 
+def test_join_gives_a_kernel_to_the_outermost_audited_op_enclosing_it() -> None:
+    """The audit records the op its dispatch mode saw, the outermost one: a cast's kernel launched by the `copy_`
+    inside `_to_copy` is the cast's time even where the model also calls `copy_` itself (DeepSeek-V2's MLA writes
+    key halves with `copy_`): those direct calls alone stay `copy_`'s. Before, every `copy_` kernel went to `copy_`
+    and the casts measured 0."""
+    audit = _audit({"aten::_to_copy": ("compute", 2.0), "aten::copy_": ("compute", 1.0), "aten::sort": ("compute", 1.0)})
+    prof = _profile([("aten::copy_", 4.5, {"aten::_to_copy": 3.0, "": 1.0, "aten::sort": 0.5}),
+                     ("aten::_to_copy", 0.0, {}), ("aten::sort", 1.0, None)])
+    prof["ops"][1]["parents_inclusive"] = {"aten::to": 3.0}  # where the cast's callees' time sat: under `to`
+    prof["ops"].append({"op": "aten::to", "calls": 1, "host_s": 0.0, "device_s": 0.0, "share": 0.0, "parents": {},
+                        "parents_inclusive": {"": 3.0}})
+    rows = {r["op"]: r for r in join(audit, prof, "prefill")["ops"]}
+    assert rows["aten::_to_copy"]["measured_s"] == pytest.approx(3.0)
+    assert rows["aten::copy_"]["measured_s"] == pytest.approx(1.0)
+    assert rows["aten::sort"]["measured_s"] == pytest.approx(1.5)  # its own kernel and the copy inside it
+
+
 def _run(*args: str):  # noqa: ANN202
     return CliRunner().invoke(cli, list(args))
 
