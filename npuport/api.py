@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -31,6 +32,8 @@ from npuport.bench.json_form import bench_to_json
 from npuport.bench.runner import BenchReport, run_bench
 from npuport.cost.inventory import GraphInputs
 from npuport.cost.roofline import ChipProfile, default_baseline, default_chip, get_baseline_chip, get_chip
+from npuport.cost.timing import check_host_probe, reference_probe_s
+from npuport.cost.timing import host_probe as host_speed
 from npuport.coverage import STATUSES
 from npuport.coverage.database import VersionChoice, resolve_version
 from npuport.coverage.diff import CoverageDiff, diff_versions
@@ -54,6 +57,7 @@ from npuport.profile.host_speed import at_recorded_host
 from npuport.profile.join import join as join_profile
 from npuport.profile.npu_profiler import export_path
 from npuport.profile.record import Recorded, npu_side, record_scenario, resolve_device
+from npuport.profile.record import host_probe as probe_once
 from npuport.rules import fail_on
 from npuport.rules import suppress as _suppress
 from npuport.scan.migrate import Program, migrate_program
@@ -94,6 +98,9 @@ class AuditOptions:
     rank: int = 0
     parallel: str | None = None  # a standard layout: "tp=8,dp=4,zero=3" (ep=, pp= estimated)
     reuse: bool = True  # record one of each set of identical decoder layers and copy its records (npuport.trace.reuse)
+    # this host's speed: seconds per tiny eager op (`npuport profile probe`); the CUDA chips' host costs are scaled
+    # to it (mappings/timing.yaml fits them at `reference_probe_s`); None: the reference host's
+    host_probe: float | None = None
 
 
 def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress = None) -> tuple[AuditReport, dict[str, Any]]:
@@ -107,8 +114,18 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
     measured = [_profile_at(p) for p in opts.profiles]  # a bad profile fails before the model loads
     if opts.suppress:
         _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
-    with collector_paused():
-        return _audit_paused(spec, opts, chip, parsed, measured, layout, ranks, release, progress)
+    with collector_paused(), (host_speed({"cuda": opts.host_probe}) if opts.host_probe else contextlib.nullcontext()):
+        report, data = _audit_paused(spec, opts, chip, parsed, measured, layout, ranks, release, progress)
+    return report, data
+
+
+def _host_probe_note(probe: float, chip: ChipProfile, baseline: str) -> str:
+    ref = reference_probe_s(get_baseline_chip(baseline))
+    fit = f"; they were fit on a host reading {ref * 1e6:.1f} us" if ref else ""
+    npu = (f"; {chip.name}'s host costs stay those of its reference host (no NPU host probe is lent here: probe the "
+           "NPU server with `npuport profile probe --dev npu` to see how it compares)") if chip.family != "cuda" else ""
+    return (f"host: the CUDA chips' host costs are scaled to this host, whose probe reads {probe * 1e6:.1f} us per tiny "
+            f"eager op (--host-probe){fit}{npu}")
 
 
 def check_audit_options(spec: ModelSpec, opts: AuditOptions) -> tuple[ChipProfile, list[Scenario], Layout | None,
@@ -123,6 +140,7 @@ def check_audit_options(spec: ModelSpec, opts: AuditOptions) -> tuple[ChipProfil
     check_dtype_name(spec.dtype)
     layout, ranks = job(opts.parallel, opts.world_size, opts.rank)
     check_training(parsed, opts.optimizer, opts.master_weights, spec.dtype)
+    check_host_probe(opts.host_probe)
     return chip, parsed, layout, ranks
 
 
@@ -142,6 +160,8 @@ def _audit_paused(spec: ModelSpec, opts: AuditOptions, chip: ChipProfile, parsed
                            route_weights=opts.route_weights, reproducibility=opts.reproducibility,
                            suppress=list(opts.suppress), optimizer=opts.optimizer, master_weights=master,
                            reuse=opts.reuse)
+        if opts.host_probe:
+            report.notes.append(_host_probe_note(opts.host_probe, chip, opts.baseline_chip))
         if opts.master_weights and not master:
             report.notes.append("--master-weights has no effect: the model's weights are float32 already (no second "
                                 "float32 copy is counted); give --dtype float16 or bfloat16 for a mixed-precision step")
@@ -218,6 +238,35 @@ class RecordOptions:
     steps: int = 3
     timed_steps: int = 20  # unprofiled steps whose median is the measured step (host noise needs more than a few)
     decode_cache: str = "fixed"  # fixed: every decode step the same cache length; grow: +1 token per step
+
+
+def host_probe(dev: str = "auto", rounds: int = 20) -> tuple[float, str]:
+    """This host's speed on `dev`: the median of `rounds` probes of 300 tiny eager adds, as `profile record` takes
+    around each timed step (npuport.profile.record.host_probe); and the device it ran on."""
+    if rounds < 1:
+        raise NpuportError("cannot probe the host", "at least one round", str(rounds))
+    if dev.split(":", 1)[0] == "npu":
+        where, npu = npu_side(dev)
+        label = npu.label
+    else:
+        where = resolve_device(dev)
+        label = where
+    probe_once(where, calls=300, repeats=1)  # warm: the first launches load kernels
+    return statistics.median(probe_once(where, calls=300, repeats=1) for _ in range(rounds)), label
+
+
+def host_probe_advice(seconds: float, where: str) -> str:
+    """What the probe means for the audit's step times."""
+    ref = reference_probe_s(get_baseline_chip(default_baseline())) or 0.0
+    if where.startswith("npu"):
+        return ("npuport has no NPU host probe to scale the NPU's host costs from (none is lent here): this figure says "
+                f"how this NPU server dispatches against a CUDA host's probe ({ref * 1e6:.1f} us where the host costs "
+                "were fit)")
+    if where == "cpu":
+        return ("a CPU probe measures CPU eager dispatch only; probe the GPU host with --dev cuda for `npuport audit "
+                "--host-probe`")
+    return (f"npuport's CUDA host costs were fit on a host reading {ref * 1e6:.1f} us: `npuport audit ... --host-probe "
+            f"{seconds * 1e6:.1f}us` estimates the eager steps for this host")
 
 
 def profile_record(spec: ModelSpec, opts: RecordOptions, progress: Progress = None,

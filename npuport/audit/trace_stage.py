@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
+import re
 import time
 import warnings
 from dataclasses import replace
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
@@ -19,7 +22,7 @@ from npuport.model.hf import prefill_once
 from npuport.model.hf.build import quiet_transformers as _quiet_libraries
 from npuport.model.hf.fallbacks import kernel_fallbacks, notes_for
 from npuport.model.hf.inputs import real_path
-from npuport.model.loading import Inputs, LoadedModel, loss_of
+from npuport.model.loading import Inputs, LoadedModel, context_hint, loss_of
 from npuport.model.scenarios import Scenario, fit_to_context
 from npuport.trace.memory import MemoryTracker
 from npuport.trace.recorder import Recorder
@@ -161,7 +164,7 @@ def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: 
             with grad:
                 out = module(*args, **kwargs)
                 if sc.kind == "train":
-                    loss = loss_of(model, out, inputs)
+                    loss = _loss(model, out, inputs)
                     mem.forward_done()
                     rec.backward(loss)
                     del loss
@@ -186,6 +189,64 @@ def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: 
     return rec.trace
 
 
+def _loss(model: LoadedModel, out: Any, inputs: Inputs) -> torch.Tensor:
+    """The train scenario's loss. The model file's loss_fn is named when it is what raised (not the model's forward),
+    and a loss autograd recorded nothing for is explained here: backward would only say 'element 0 of tensors does
+    not require grad'."""
+    try:
+        loss = loss_of(model, out, inputs)
+    except NpuportError:
+        raise
+    except Exception as exc:
+        if model.loss is None or _reads_value(exc):
+            raise  # the output's own .loss, or a value read (routing answers may still get past it)
+        raise NpuportError("loss_fn(output, inputs) raised (inputs is the (args, kwargs) pair the forward was called "
+                           "with, not what example_inputs returned)", "a loss_fn that unpacks `args, kwargs = inputs` "
+                           "and returns a scalar tensor", describe_exception(exc)) from None
+    if isinstance(loss, torch.Tensor) and not loss.requires_grad and _records_no_grad(model.module, out):
+        site = _no_grad_site(model.module)
+        raise NpuportError("the train scenario cannot trace a training step: the model's forward runs under "
+                           "torch.inference_mode / no_grad, so autograd records nothing to backpropagate",
+                           "a forward that records gradients (drop the decorator for training, or audit only "
+                           "prefill and decode)", site or "a loss with no grad_fn from a forward that records none")
+    return loss
+
+
+def _records_no_grad(module: torch.nn.Module, out: Any) -> bool:
+    """Parameters want gradients but no output tensor of the forward carries one: autograd was off in the forward
+    (a loss_fn that detaches is another mistake, left to backward's own message)."""
+    if not any(p.requires_grad for p in module.parameters()):
+        return False
+    tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    return bool(tensors) and not any(t.requires_grad for t in tensors)  # no tensor seen: no verdict
+
+
+# a decorator or a `with` that turns autograd off: @torch.inference_mode(), @torch.no_grad(), torch.no_grad()
+_NO_GRAD_MARK = re.compile(r"@?\s*(?:torch\.)?(?:autograd\.)?(?:grad_mode\.)?(?:inference_mode|no_grad)\([^)]*\)")
+
+
+def _no_grad_site(module: torch.nn.Module) -> str | None:
+    """'@torch.inference_mode() at model.py:12': the first forward among the model's own module classes (torch's are
+    skipped) whose source turns autograd off; None when none does (the no-grad region is outside the forwards)."""
+    seen: set[type] = set()
+    for m in module.modules():
+        cls = type(m)
+        if cls in seen or cls.__module__.startswith("torch."):
+            continue
+        seen.add(cls)
+        forward = inspect.unwrap(cls.forward)  # a decorated forward's own source starts at its decorators
+        try:
+            lines, start = inspect.getsourcelines(forward)
+            file = inspect.getsourcefile(forward)
+        except (OSError, TypeError):  # defined where no source is kept (a REPL, a compiled module)
+            continue
+        for i, line in enumerate(lines):
+            found = _NO_GRAD_MARK.search(line.split("#", 1)[0])
+            if found and file:
+                return f"{found.group(0).strip()} at {Path(file).name}:{start + i}"
+    return None
+
+
 def _failure(model: LoadedModel, sc: Scenario, exc: Exception) -> NpuportError:
     """The model's forward or backward raised. As one rank of a job its modules run on their shards, so a shape
     error is the layout's before it is the inputs': the error names the layout."""
@@ -202,8 +263,9 @@ def _failure(model: LoadedModel, sc: Scenario, exc: Exception) -> NpuportError:
         return NpuportError(f"the model cannot run {sc.name} as its parallelize() sharded it "
                             f"(rank {info.rank} of {info.world_size})", "a parallelize(model, device_type) whose shards "
                             "the model's forward accepts", describe_exception(exc))
-    return NpuportError(f"the model failed on the {sc.name} inputs", "example inputs that fit the model",
-                        describe_exception(exc))
+    # a default-sized step longer than the model's context (nanoGPT's assert): the way out is MAX_POSITIONS
+    return context_hint(NpuportError(f"the model failed on the {sc.name} inputs", "example inputs that fit the model",
+                                     describe_exception(exc)), sc, model.max_positions)
 
 
 def _as_run(model: LoadedModel, sc: Scenario, inputs: Inputs) -> Scenario:
@@ -230,7 +292,7 @@ def _skip_reason(model: LoadedModel, sc: Scenario) -> str:
 def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progress | None = None,
                 reuse: bool = True) -> TraceStage:
     """Trace every scenario; raise only when none could be traced (then with the one reason, or all names)."""
-    notes: list[str] = list(model.notes)
+    notes: list[str] = []  # the model's own notes are taken after tracing: running its code adds some (.cuda() lines)
     traces: dict[str, Trace] = {}
     used: list[Scenario] = []
     timings: dict[str, float] = {}
@@ -263,7 +325,7 @@ def trace_stage(model: LoadedModel, scenarios: list[Scenario], progress: Progres
             notes.extend(trace.notes)
             traces[sc.name] = trace
             used.append(sc)
-    notes.extend(notes_for(fallbacks))
+    notes = list(model.notes) + notes + notes_for(fallbacks)
     if not traces:
         if len(errors) == 1:
             raise errors[0]

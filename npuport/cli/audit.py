@@ -23,6 +23,7 @@ from npuport.cli.options import (
 )
 from npuport.cost.memory import default_optimizer, optimizer_names
 from npuport.cost.roofline import get_baseline_chip, get_chip
+from npuport.cost.timing import parse_host_probe
 from npuport.coverage.database import resolve_version
 from npuport.errors import NpuportError
 from npuport.model.job import check_dtype_name, check_training, job
@@ -67,6 +68,10 @@ FORMATS = ("text", "json", "markdown", "csv", "html")
                    "parallelize(model, device_type) shards it (FSDP2, tensor parallel, DTensor) and every collective "
                    "it issues is recorded (docs/scale-out.md).")
 @click.option("--rank", "rank", type=int, default=0, show_default=True, help="The rank traced (with --world-size or --parallel).")
+@click.option("--host-probe", "host_probe", metavar="TIME",
+              help="This host's speed, as `npuport profile probe` measures it (seconds per tiny eager op: 9.3us): the "
+                   "CUDA chips' host costs are scaled to it (they were fit on a host reading 17us). An eager step's "
+                   "host side follows the host; the NPU's stays at its reference host.")
 @click.option("--parallel", "parallel", metavar="tp=N,dp=N,zero=N,ep=N,pp=N",
               help="Apply a standard layout instead of the model's own: tensor parallel by transformers' plan, ZeRO / "
                    "FSDP2 per decoder layer (traced); DDP, expert and pipeline parallel communication estimated.")
@@ -104,11 +109,12 @@ def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], 
                   f"--parallel {_['parallel']!r}" if _.get("parallel") is not None else "",
                   f"--world-size {_['world_size']}" if _.get("world_size") is not None else "",
                   f"--rank {_['rank']}" if _.get("rank") else "", "--master-weights" if _.get("master_weights") else "",
-                  f"--dtype {_['dtype']}" if _.get("dtype") else ""]
+                  f"--dtype {_['dtype']}" if _.get("dtype") else "",
+                  f"--host-probe {_['host_probe']}" if _.get("host_probe") else ""]
         if any(traced):
             raise NpuportError("--static-only traces nothing: no step to size, shard or join a profile to",
                                "--static-only without --scenario, --profile, --parallel, --world-size, --rank, "
-                               "--dtype and --master-weights", ", ".join(t for t in traced if t))
+                               "--dtype, --master-weights and --host-probe", ", ".join(t for t in traced if t))
         say(quiet, f"scanning {model.split(':')[0]} (source only, nothing executed)")
         return
     get_chip(chip)  # what needs no model is checked before anything loads (api.check_audit_options, torch-free)
@@ -119,6 +125,8 @@ def audit(model: str | None, hf_config: str | None, scenarios: tuple[str, ...], 
     check_dtype_name(_.get("dtype"))
     job(_.get("parallel"), _.get("world_size"), _.get("rank") or 0)
     check_training(parsed, given_optimizer(_.get("optimizer")), bool(_.get("master_weights")), _.get("dtype"))
+    if _.get("host_probe") is not None:
+        parse_host_probe(_["host_probe"])
     say(quiet, f"loading {model or hf_config}")
 
 

@@ -17,6 +17,7 @@ from npuport import api
 from npuport.api import AuditOptions, ModelSpec, fail_on, static_scan
 from npuport.cli.audit import given_optimizer
 from npuport.cli.common import emit, export_text, handle_errors, pick_format, progress_printer, quiet_stderr, text_width
+from npuport.cost.timing import parse_host_probe
 from npuport.errors import NpuportError
 from npuport.render.audit_csv import render_csv
 from npuport.render.audit_html import render_html
@@ -32,7 +33,8 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
           output: str | None, json_out: str | None, force: bool, top: int, wide: bool, show_views: bool, preset: str,
           weights: str | None, static_only: bool, suppressions: tuple[str, ...], fail_on_level: str | None,
           reproducibility: bool, optimizer: str, master_weights: bool, profiles: tuple[str, ...], profile_scenario: str | None,
-          world_size: int | None, rank: int, parallel: str | None, quiet: bool, debug: bool, no_reuse: bool = False) -> None:
+          world_size: int | None, rank: int, parallel: str | None, quiet: bool, debug: bool, no_reuse: bool = False,
+          host_probe: str | None = None) -> None:
     fmt = pick_format(fmt, output, FORMATS)
     inputs = [Path(p) for p in (model.split(":")[0] if model else None, hf_config, *profiles) if p]
     if static_only:
@@ -47,7 +49,8 @@ def audit(model: str | None, hf_config: str | None, entry: str | None, scenarios
                                               reproducibility=reproducibility, optimizer=given_optimizer(optimizer),
                                               master_weights=master_weights, profiles=tuple(profiles),
                                               profile_scenario=profile_scenario, world_size=world_size, rank=rank,
-                                              parallel=parallel, reuse=not no_reuse),
+                                              parallel=parallel, reuse=not no_reuse,
+                                              host_probe=parse_host_probe(host_probe) if host_probe else None),
                                  progress=progress_printer(not quiet))
     text = _render(data, fmt, top, show_views, wide, output)
     emit(text, output, force, quiet, fmt, json_text=json.dumps(data, indent=1) + "\n", json_out=json_out, protected=inputs)

@@ -76,6 +76,25 @@ def record(model: str | None, hf_config: str | None, out_dir: str, force: bool, 
                  inputs=[model, hf_config])
 
 
+@profile.command("probe", cls=Command, impl="npuport.cli.profile_impl:probe")
+@click.option("--dev", default="auto", show_default=True, metavar="cpu|cuda[:i]|npu[:i]|auto",
+              help="The device whose eager dispatch is probed (auto: cuda, else npu, else cpu).")
+@click.option("--rounds", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Probes taken (300 tiny adds each, as `profile record` probes around each timed step); the median is printed.")
+@quiet_debug
+@handle_errors
+def probe(**_: Any) -> None:
+    """This host's speed: seconds per tiny eager op on the device (the probe `profile record` takes around each timed
+    step). An eager step's host side scales with it; give it to `npuport audit --host-probe` so the CUDA chips' step
+    times are estimated for this host instead of the one the host costs were fit on.
+
+    \b
+    Examples:
+      npuport profile probe --dev cuda
+      npuport audit --hf examples/configs/llama-2-7b.json --host-probe 9.3us
+    """
+
+
 @profile.command("import", cls=Command, impl="npuport.cli.profile_impl:import_trace")
 @click.argument("trace", type=click.Path())
 @click.option("-o", "--output", metavar="FILE", required=True, help="Write the profile artifact (JSON) to FILE.")

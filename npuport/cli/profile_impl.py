@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import click
 from rich.console import Console
 
 from npuport import api
@@ -100,3 +101,11 @@ def compare(base: str, new: str, audit_json: str | None, fmt: str | None, output
         text = export_text(console, output)
     emit(text, output, force, quiet, fmt, json_text=text_json, json_out=json_out,
          protected=[Path(p) for p in (base, new, audit_json) if p])
+
+
+@handle_errors
+def probe(dev: str, rounds: int, quiet: bool, debug: bool) -> None:
+    seconds, where = api.host_probe(dev, rounds)
+    click.echo(f"host probe on {where}: {seconds * 1e6:.1f} us per tiny eager op (median of {rounds} probes of 300 adds)")
+    if not quiet:
+        click.echo(api.host_probe_advice(seconds, where), err=True)

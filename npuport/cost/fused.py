@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 from npuport.cost.op_costs import CallCost, base_name, is_causal_call, itemsize
-from npuport.cost.timing import Issued, TimingModel, inductor_fallback_ops, sync_ops
+from npuport.cost.timing import Issued, TimingModel, inductor_fallback_ops, is_sync
 from npuport.trace.records import TensorMeta, TensorRef
 
 
@@ -153,7 +153,7 @@ def fused_runs(calls: Sequence[Call], classes: Sequence[str]) -> list[FusedRun |
     phase reads, and no extern call between them does, joins that run (Inductor fuses by dataflow, not by program
     order: SwiGLU's silu before the up projection's GEMM and the multiply after it are one kernel). Views alone
     launch nothing and are left out."""
-    syncing = sync_ops()
+    syncing = [is_sync(c) for c in calls]  # by overload and arguments (timing.yaml sync_ops)
     readers: dict[int, list[int]] = {}
     for i, c in enumerate(calls):
         if c.kind != "view":
@@ -163,12 +163,12 @@ def fused_runs(calls: Sequence[Call], classes: Sequence[str]) -> list[FusedRun |
     i, n = 0, len(calls)
     while i < n:
         c = calls[i]
-        if not fusible(c, classes[i]) or base_name(c.op) in syncing:
+        if not fusible(c, classes[i]) or syncing[i]:
             order.append(i)
             i += 1
             continue
         j = i
-        while j < n and fusible(calls[j], classes[j]) and calls[j].phase == c.phase and base_name(calls[j].op) not in syncing:
+        while j < n and fusible(calls[j], classes[j]) and calls[j].phase == c.phase and not syncing[j]:
             j += 1
         if any(calls[m].kind != "view" for m in range(i, j)):  # views alone launch nothing and hold no join back
             order.append(list(range(i, j)))
@@ -190,7 +190,7 @@ def _outputs(calls: Sequence[Call], members: list[int]) -> set[int]:
 
 
 def _merge_by_dataflow(calls: Sequence[Call], order: list[list[int] | int], readers: dict[int, list[int]],
-                       syncing: frozenset[str]) -> list[list[int] | int]:
+                       syncing: Sequence[bool]) -> list[list[int] | int]:
     """Each run joins the next run of its phase when that run reads its outputs and no call between them does."""
     out: list[list[int] | int] = []
     pending: list[int] | None = None  # a run waiting to see whether the next run takes it
@@ -199,7 +199,7 @@ def _merge_by_dataflow(calls: Sequence[Call], order: list[list[int] | int], read
         if isinstance(item, int):
             if pending is not None:
                 c = calls[item]
-                if base_name(c.op) in syncing or c.phase != calls[pending[0]].phase:
+                if syncing[item] or c.phase != calls[pending[0]].phase:
                     out.append(pending)
                     out.extend(between)
                     pending, between = None, []

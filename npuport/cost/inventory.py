@@ -28,11 +28,11 @@ from npuport.cost.timing import (
     is_compiled,
     is_implicit_broadcast,
     is_strided,
+    is_sync,
     kernels_by_class,
     op_class,
     op_variant,
     simulate,
-    sync_ops,
     timing_for,
 )
 from npuport.trace.records import ApiFrame, OpCall, TensorMeta, TensorRef, Trace
@@ -271,20 +271,20 @@ def step_time(calls: Sequence[ReportedCall], chip: ChipProfile, mode: Mode = "ea
     `graph_input_s` before the replay is launched."""
     model = model or timing_for(chip)
     own = model is timing_for(chip)
-    syncing = sync_ops()
     issued = []
     # a layer's calls repeat in every layer: each kind of call (its layout and cost, which decide its device time on
-    # a chip, and what the simulation reads besides) is made into an Issued once per step
-    made: dict[tuple[int, str, str, str], Issued] = {}
+    # a chip, and what the simulation reads besides: whether it syncs, by its arguments too) is made into an Issued
+    # once per step
+    made: dict[tuple[int, str, str, str, bool], Issued] = {}
     for c in calls:
-        key = (c.kind_id if c.kind_id >= 0 else _kind_id(c), c.op, c.kind, c.phase)
+        sync = is_sync(c)
+        key = (c.kind_id if c.kind_id >= 0 else _kind_id(c), c.op, c.kind, c.phase, sync)
         item = made.get(key)
         if item is None:
             dev = c.time_s if own and chip.name == c.costed_on else _device_s(c, model, chip)
             cls = timing_class(c, model) if c.kind != "view" else "view"
             extra = model.host.extra_s(cls) if c.kind != "view" else 0.0
-            item = made[key] = Issued(dev, c.kind == "view", c.phase == "backward", base_name(c.op) in syncing, extra,
-                                      cls=cls)
+            item = made[key] = Issued(dev, c.kind == "view", c.phase == "backward", sync, extra, cls=cls)
         issued.append(item)
     if is_compiled(mode):  # the same calls as Inductor would launch them: fused runs and extern kernels
         issued = compiled_issue(compiled or compiled_plan(calls), calls, issued,

@@ -203,10 +203,27 @@ def matrix_flops(name: str, args: tuple, kwargs: dict, inputs: Sequence[TensorMe
     return _FLOPS[key]
 
 
+# FlexAttention's operators (npuport.trace.flex): the backward recomputes QK^T and forms dV, dP, dQ, dK (2.5 times the
+# forward, as torch.utils.flop_counter's flex_attention_backward_flop counts it)
+_FLEX = {"flex_attention": 1.0, "flex_attention_backward": 2.5}
+
+
+def flex_flops(name: str, args: tuple, kwargs: dict, inputs: Sequence[TensorMeta]) -> float:
+    """QK^T and PV over the (query block, key block) tiles the block mask keeps (`block_share`, recorded per call);
+    every tile when the share is unknown (a mask_mod that reads the step's tensors): counted dense. q, k and v are
+    found through the call's arguments: one tensor passed as two of them is one input of the call."""
+    refs = [a for a in args[:3] if isinstance(a, TensorRef)]
+    q, k, v = ((inputs[a.index].shape for a in refs) if len(refs) == 3 else (i.shape for i in inputs[:3]))
+    share = kwargs.get("block_share")
+    return _FLEX[name] * sdpa_flops(q, k, v) * (1.0 if share is None else float(share))
+
+
 def _matrix_flops(name: str, args: tuple, kwargs: dict, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta]) -> float | None:
     if name == "scaled_dot_product_attention":
         q, k, v = (inputs[a.index].shape for a in args[:3])
         flops = float(sdpa_flops(q, k, v))
+    elif name in _FLEX:
+        flops = flex_flops(name, args, kwargs, inputs)
     else:
         formula = _formula(name)
         if formula is None:

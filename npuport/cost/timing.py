@@ -13,13 +13,15 @@ clock to the device clock. The step ends when both are done. A chip without its 
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Iterator, Literal, Mapping, Protocol
 
 from npuport.cost.roofline import ChipProfile
-from npuport.errors import MappingError
+from npuport.errors import MappingError, NpuportError
 from npuport.mappings import load_checked
+from npuport.trace.records import TensorMeta, TensorRef
 
 _FILE = "timing.yaml"
 Mode = Literal["eager", "graph", "compile", "reduce-overhead"]
@@ -206,9 +208,77 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
+@dataclass(frozen=True)
+class SyncWhen:
+    """An op that reads the device only in some overloads, or only with some arguments (timing.yaml sync_ops.when)."""
+
+    overloads: frozenset[str]  # "default" for the overload without a name (aten::where)
+    unless_given: str | None = None  # a keyword argument that, passed, tells the kernel its output size
+    tensor_arg: int | None = None  # with `dtypes`: the positional argument (a tensor or a list of them) that decides
+    dtypes: frozenset[str] = frozenset()
+
+
+class SyncCall(Protocol):
+    """What is_sync reads of a call (npuport.cost.inventory.ReportedCall and npuport.cost.fused.Call have it)."""
+
+    @property
+    def op(self) -> str: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def args(self) -> tuple: ...
+    @property
+    def kwargs(self) -> dict: ...
+    @property
+    def inputs(self) -> tuple[TensorMeta, ...]: ...
+
+
 @functools.lru_cache(maxsize=1)
+def _sync_table() -> tuple[frozenset[str], dict[str, SyncWhen]]:
+    raw = _data()["sync_ops"]
+    when = {}
+    for name, w in (raw.get("when") or {}).items():
+        dt = w.get("tensor_dtypes") or {}
+        when[name] = SyncWhen(frozenset(w["overloads"]), w.get("unless_given"), dt.get("arg"), frozenset(dt.get("dtypes", ())))
+    always = frozenset(raw["ops"])
+    if always & when.keys():  # one op, two answers: the unconditional list would silently win
+        raise MappingError(_FILE, "sync_ops", "when", f"{', '.join(sorted(always & when.keys()))} also listed under "
+                           "ops (every overload syncs): list an op in one place")
+    return always, when
+
+
 def sync_ops() -> frozenset[str]:
-    return frozenset(_data()["sync_ops"]["ops"])
+    """Base names of the ops that sync in every overload; is_sync also knows the ones that sync only in some."""
+    return _sync_table()[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _sync_rule(op: str) -> SyncWhen | bool:
+    """True: `op` ('aten::nonzero', 'aten::repeat_interleave.self_int') always syncs; False: never; else its rule."""
+    base, _, overload = op.split("::", 1)[-1].partition(".")
+    always, when = _sync_table()
+    rule = when.get(base)
+    if rule is None:
+        return base in always
+    return rule if (overload or "default") in rule.overloads else False
+
+
+def is_sync(call: SyncCall) -> bool:
+    """Whether the host waits for the device at this call (a value or an output size read back): an op of
+    timing.yaml's sync_ops.ops, or a `when` entry's overload in a forward call whose arguments leave the kernel
+    to read one (repeat_interleave with a repeats tensor and no output_size, x[mask] with a bool mask)."""
+    rule = _sync_rule(call.op)
+    if isinstance(rule, bool):
+        return rule
+    if call.phase != "forward":  # a native composite's backward, reported under the forward's name
+        return False
+    if rule.unless_given is not None and call.kwargs.get(rule.unless_given) is not None:
+        return False
+    if rule.tensor_arg is not None:
+        given = call.args[rule.tensor_arg] if rule.tensor_arg < len(call.args) else None
+        refs = given if isinstance(given, (list, tuple)) else (given,)
+        return any(isinstance(r, TensorRef) and call.inputs[r.index].dtype in rule.dtypes for r in refs)
+    return True
 
 
 def inductor_fallback_ops() -> frozenset[str]:
@@ -246,9 +316,67 @@ def _masked(raw: dict[str, Any] | None) -> tuple[float, float]:
     return (float(raw["forward"]), float(raw["backward"])) if raw else (2.0, 2.0)
 
 
+_PROBE_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6}
+# a host probe outside this range is not a host's speed per tiny eager op: the lent hosts read 6.5-19 us
+# (docs/profile.md); a bare number above a millisecond is a missing unit, not a slow host
+_PROBE_RANGE = (1e-7, 1e-3)
+
+
+def parse_host_probe(text: str) -> float:
+    """'9.3us', '9.3µs', '0.0093ms', '9.3e-6' (seconds) -> seconds per tiny eager op; one-line error otherwise."""
+    raw = text.strip().lower()
+    unit = next((u for u in sorted(_PROBE_UNITS, key=len, reverse=True) if raw.endswith(u)), "")
+    try:
+        value = float(raw[: len(raw) - len(unit)] if unit else raw) * (_PROBE_UNITS[unit] if unit else 1.0)
+    except ValueError:
+        value = -1.0
+    if not _PROBE_RANGE[0] <= value <= _PROBE_RANGE[1]:
+        raise NpuportError("cannot use --host-probe", "this host's seconds per tiny eager op, as `npuport profile probe`"
+                           " prints it, with a unit: 9.3us, 0.0093ms (between 0.1us and 1ms)", text)
+    return value
+
+
+def check_host_probe(value: float | None) -> None:
+    if value is not None and not _PROBE_RANGE[0] <= value <= _PROBE_RANGE[1]:
+        raise NpuportError("cannot use host_probe", "seconds per tiny eager op between 1e-7 and 1e-3", repr(value))
+
+
+# family -> the host probe (seconds per tiny eager op) the user's own host reads, while `host_probe` is in force
+_HOST_PROBE: dict[str, float] = {}
+
+
+@contextlib.contextmanager
+def host_probe(probes: Mapping[str, float]) -> Iterator[None]:
+    """Within: the chips of these families take their host costs scaled to a host whose probe reads the given seconds
+    per tiny eager op (`HostCosts.scaled`: the costs hold for the host they were fit on, `reference_probe_s`). Every
+    consumer of `timing_for` sees the same scaled model, so the audit's step times, graph-mode advice and profile
+    joins agree."""
+    old = dict(_HOST_PROBE)
+    _HOST_PROBE.clear()
+    _HOST_PROBE.update(probes)
+    try:
+        yield
+    finally:
+        _HOST_PROBE.clear()
+        _HOST_PROBE.update(old)
+
+
 def timing_for(chip: ChipProfile) -> TimingModel:
-    """The chip's own entry, else its family's (marked with that entry's status: assumed / unverified)."""
-    return _timing(chip.name, chip.family)
+    """The chip's own entry, else its family's (marked with that entry's status: assumed / unverified); with its
+    host costs scaled where `host_probe` gives its family's host speed."""
+    probe = _HOST_PROBE.get(chip.family)
+    return _timing(chip.name, chip.family) if probe is None else _scaled_timing(chip.name, chip.family, probe)
+
+
+def reference_probe_s(chip: ChipProfile) -> float | None:
+    """The host probe the chip's host costs were fit at, whatever `host_probe` is in force."""
+    return _timing(chip.name, chip.family).host.reference_probe_s
+
+
+@functools.lru_cache(maxsize=None)
+def _scaled_timing(name: str, family: str, probe_s: float) -> TimingModel:
+    model = _timing(name, family)
+    return replace(model, host=model.host.scaled(probe_s))
 
 
 @functools.lru_cache(maxsize=None)

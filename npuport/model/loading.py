@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import importlib.util
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,8 @@ from npuport.model.distributed import Distributed
 from npuport.model.hf.build import build, config_attr
 from npuport.model.hf.build import parse_dtype as _parse
 from npuport.model.hf.inputs import hf_inputs
-from npuport.model.scenarios import Scenario
+from npuport.model.scenarios import DEFAULTS, Scenario
+from npuport.model.user_code import CudaCalls, compiled_as_eager, compiled_note
 from npuport.trace.fast_build import fast_fake_build
 from npuport.trace.run import new_fake_mode, tolerant_swap
 
@@ -189,16 +191,25 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         )
     inputs_fn = getattr(mod, "example_inputs", None)
     loss_fn = getattr(mod, "loss_fn", None)
+    # on fake tensors the model's code runs with .cuda() moving to the audit's device and torch.compile'd code eager
+    # (npuport.model.user_code); the notes say where that happened
+    notes: list[str] = []
     mode = _mode(fake, device)
+    cuda: Any = CudaCalls(notes) if fake else contextlib.nullcontext()
     want = parse_dtype(dtype) if dtype else None
-    with mode, fast_fake_build(mode), _default_dtype(want), (tolerant_swap() if fake else contextlib.nullcontext()):
+    with mode, fast_fake_build(mode), _default_dtype(want), (tolerant_swap() if fake else contextlib.nullcontext()), \
+            cuda, compiled_as_eager(fake) as compiled:
         model = _call_user(builder, f"{builder_name}()")
+    if compiled.met:
+        notes.append(compiled_note(f"{builder_name}()"))
     if not isinstance(model, torch.nn.Module):
         raise NpuportError(f"{builder_name}() must return a torch.nn.Module", "an nn.Module", type(model).__name__)
+    if fake:
+        cuda.hook(model)  # the traced forward
     max_pos = getattr(mod, "MAX_POSITIONS", None)
     hf_config = getattr(model, "config", None)
     if max_pos is None and hf_config is not None:
-        max_pos = _max_positions(hf_config)
+        max_pos = _max_positions(hf_config, _POSITION_KEYS if _is_transformers(hf_config) else _MODEL_FILE_KEYS)
     if not callable(inputs_fn):
         if hf_config is not None and getattr(hf_config, "vocab_size", None):
             make = hf_inputs(model, mode)
@@ -210,13 +221,20 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
             )
     else:
         def make(sc: Scenario) -> Inputs | None:
-            with mode:
-                return _normalize_inputs(_call_user(inputs_fn, f"example_inputs({sc.name!r})", sc), "example_inputs()")
+            with mode, cuda, compiled_as_eager(fake) as compiled:
+                try:
+                    value = _call_user(inputs_fn, f"example_inputs({sc.name!r})", sc)
+                except NpuportError as error:
+                    raise context_hint(error, sc, max_pos) from None
+            if compiled.met and compiled_note("example_inputs()") not in notes:
+                notes.append(compiled_note("example_inputs()"))
+            return _normalize_inputs(value, "example_inputs()")
 
     loss = None
     if callable(loss_fn):
         def loss(out: Any, inputs: Inputs) -> torch.Tensor:
-            return loss_fn(out, inputs)
+            with cuda:
+                return loss_fn(out, inputs)
     return LoadedModel(
         name=(file.resolve().parent.name if file.stem == "model" else file.stem) + ("" if builder_name == "build_model" else f":{builder_name}"),
         origin=str(file),
@@ -228,6 +246,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         source_files=[file.resolve()],
         max_positions=max_pos,
         dtype=_param_dtype(model),
+        notes=notes,
         dtype_source="--dtype" if want is not None else "model",
         parallelize=parallel if callable(parallel := getattr(mod, "parallelize", None)) else None,
     )
@@ -254,8 +273,36 @@ def _param_dtype(model: torch.nn.Module) -> str:
     return "float32"
 
 
-def _max_positions(config: Any) -> int | None:
-    for key in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
+_POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+# litgpt's and nanoGPT's GPT keep their context limit as config.block_size; in a transformers config block_size is
+# something else (BigBird: the block of its sparse attention, 64 tokens), so it is read of a model file's own config only
+_MODEL_FILE_KEYS = (*_POSITION_KEYS, "block_size")
+# how model code words a step longer than its context: litgpt "Cannot attend to 4097, block size is only 4096 ...
+# exceeds the supported context length", nanoGPT "Cannot forward sequence of length 4097, block size is only 1024"
+_CONTEXT_ERROR = re.compile(r"block.size|context.length|max(imum)?.seq(uence)?.len|max.positions?|position.embeddings?"
+                            r"|cannot (attend|forward)", re.IGNORECASE)
+
+
+def _is_transformers(config: Any) -> bool:
+    return type(config).__module__.startswith("transformers.")
+
+
+def context_hint(error: NpuportError, sc: Scenario, max_positions: int | None) -> NpuportError:
+    """`error` of a default-sized scenario that reads as a step longer than the model's context, with the way out
+    added: MAX_POSITIONS in the model file (the scenarios are shortened to it). Sizes the user gave, a known limit or
+    another error: `error` as it was."""
+    default = DEFAULTS.get(sc.kind)
+    if (max_positions is not None or default is None or (sc.batch, sc.seq, sc.past) != (default.batch, default.seq, default.past)
+            or not _CONTEXT_ERROR.search(str(error.received or ""))):
+        return error
+    return NpuportError(error.what, f"{error.expected or 'a model that runs'}; the default {sc.name} scenario takes "
+                        f"{sc.seq + sc.past} positions: if the model's context is shorter, set MAX_POSITIONS = <its "
+                        "context length> in the model file (scenarios are shortened to fit it) or give --scenario "
+                        "sizes within it", error.received)
+
+
+def _max_positions(config: Any, keys: tuple[str, ...] = _POSITION_KEYS) -> int | None:
+    for key in keys:
         val = config_attr(config, key)
         if isinstance(val, int) and val > 0:
             # ProphetNet's `ngram` predicting streams take the positions after the main stream's (1 to ngram further):

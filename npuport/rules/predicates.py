@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from npuport import coverage
+from npuport.errors import NpuportError
 from npuport.mappings import load_checked
 from npuport.rules.sites import Context, Site, base_name
+from npuport.scan.cuda_refs import Finder
+from npuport.scan.source_scan import parse_file
 from npuport.trace.records import TensorMeta, Trace
 
 _ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
@@ -529,6 +534,55 @@ def apply_rotary_head_dim(site: Site, ctx: Context) -> str | None:
     if x is None or not x.shape:
         return None
     return f"head dim {x.shape[-1]}" if x.shape[-1] not in (64, 128) else None
+
+
+# ---------------------------------------------------------------- uses in the source
+# A setting made in code leaves no op in a trace (NPB062: sdpa_kernel, torch.backends.cuda.enable_*_sdp): the rule
+# holds only where the static scan (npuport.scan, mappings/source_apis.yaml) finds it in a file the traced calls came
+# from. Each file is parsed once, never executed; a flag set only in a file that issues no traced op (a training
+# script) is left to the static scan's own NPS diagnostic.
+def _source_files(traces: Mapping[str, Trace]) -> list[str]:
+    """The files the recorded calls and composite frames came from, in the order the traces first name them."""
+    lines: dict[str | None, None] = {}  # "file.py:12", each once, in order
+    for trace in traces.values():
+        lines.update(dict.fromkeys(c.source for c in trace.calls))
+        lines.update(dict.fromkeys(f.source for f in trace.frames.values()))
+    return list(dict.fromkeys(where.rsplit(":", 1)[0] for where in lines if where))
+
+
+@functools.lru_cache(maxsize=512)
+def _scan_references(path: str, stamp: tuple[int, int]) -> tuple[tuple[str, int, str], ...]:
+    """(NPS id, line, what was referenced) of each static-scan reference in one file; () for a file that cannot be
+    read or parsed (not the program's text). `stamp` (mtime, size) keys the cache."""
+    try:
+        text, tree = parse_file(Path(path))
+    except NpuportError:
+        return ()
+    return tuple((r.id, r.line, r.detail) for r in Finder(text, tree).run())
+
+
+def _uses(traces: Mapping[str, Trace], ids: frozenset[str]) -> str | None:
+    found: list[str] = []
+    for path in _source_files(traces):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        refs = _scan_references(path, (st.st_mtime_ns, st.st_size))
+        found += [f"{what} at {os.path.basename(path)}:{line}" for did, line, what in refs if did in ids]
+    if not found:
+        return None
+    return f"uses {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else "")
+
+
+@predicate("source_uses", local=True)  # one answer for the whole program: the same for a copied layer's call
+def source_uses(site: Site, ctx: Context, diagnostics: list) -> str | None:
+    """The static scan finds one of `diagnostics` (NPS ids) in the files the traced calls came from; the detail
+    names the first use."""
+    key = ("source_uses", tuple(diagnostics))
+    if key not in ctx.cache:
+        ctx.cache[key] = _uses(ctx.traces, frozenset(diagnostics))
+    return ctx.cache[key]
 
 
 def all_names() -> Iterable[str]:

@@ -14,8 +14,9 @@ npuport points at code that runs on Ascend NPU but computes something else, craw
 CUDA. Two families of stable ids:
 
 - **NPB** behaviour rules (`npuport/mappings/behaviours.yaml`), evaluated over the ops a model really runs (the audit's
-  fake-tensor traces), never over text. Each finding carries evidence: op, module path, source line, call
-  count and time share per scenario.
+  fake-tensor traces), never over text alone (a rule may also ask that the files the traced calls came from use an
+  API, as the static scan finds it: `source_uses`). Each finding carries evidence: op, module path, source line,
+  call count and time share per scenario.
 - **NPS** source diagnostics (`mappings/source_apis.yaml`), from an AST scan of `model.py` and the local modules
   it imports (`npuport audit --static-only` runs only this). One page per id in [diagnostics/](diagnostics/).
 
@@ -35,7 +36,11 @@ Python: `npuport.rules.evaluate(traces, chip=, torch_npu=, time_share=, reproduc
 - **trace**: the condition is proven from the recorded calls (dtypes, argument values, shapes, dataflow between
   calls, scenarios).
 - **presence**: the op's presence flags a risk whose outcome depends on things a trace cannot see (environment
-  variables, runtime options, tensor values). These rules are `info` unless the chip makes them certain.
+  variables, runtime options, tensor values). These rules are `info` unless the chip makes them certain. One that
+  is about a setting made in code fires only where the code makes it: NPB062 (SDPA backend flags) needs an NPS022
+  reference (`sdpa_kernel`, `torch.backends.cuda.enable_*_sdp`, `sdp_kernel`) in a file the traced calls came from
+  (predicate `source_uses`, `npuport/rules/predicates.py`); a flag set only in a file that issues no traced op
+  (a training script) is reported by the static scan's NPS022 alone.
 
 `--chip` changes verdicts: a rule applies only to the chips it lists (default all NPU chips), and `levels:`
 raises or lowers its level per chip. Rules marked *repro* fire only in a reproducibility run
@@ -61,7 +66,7 @@ raises or lowers its level per chip. Rules marked *repro* fire only in a reprodu
 | `match.module_types`, `match.phases` | owning module class; `forward` / `backward` |
 | `match.dtypes`, `match.self_dtypes` | any tensor / the first tensor input has one of these dtypes |
 | `match.where` | `[{arg: NAME, eq: V}]` (also `ne in not_in gt ge lt le is_set`; args by schema name, with schema defaults), `output_numel`, `input_rank: POS` |
-| `match.predicate` | a named Python predicate (`npuport/rules/predicates.py`), `name` or `{name: ..., params}` |
+| `match.predicate` | a named Python predicate (`npuport/rules/predicates.py`; `source_uses`: `{name: source_uses, diagnostics: [NPS id, ...]}`), `name` or `{name: ..., params}` |
 
 Loading rejects unknown fields, unknown chips, unknown predicates or predicate parameters, bad comparators and
 bad version ranges, naming the file, the rule and the field.

@@ -18,12 +18,13 @@ from types import FrameType
 from typing import Any, Callable, Iterator
 
 import torch
+from torch._ops import HigherOrderOperator
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
-from npuport.trace import collectives, naming
+from npuport.trace import collectives, flex, naming
 from npuport.trace.modules import ModuleStack
 from npuport.trace.records import ApiFrame, CollectiveCall, OpCall, Phase, TensorMeta, TensorRef, Trace
 from npuport.trace.reuse import META_KEY, LayerReuse, ReuseTag
@@ -81,6 +82,9 @@ class _Context:
     # while a repeated layer's copy runs (npuport.trace.reuse): nothing is recorded, its autograd nodes get reuse_tag
     dormant: bool = False
     reuse_tag: ReuseTag | None = None
+    # while a higher-order operator's Python kernels run (FlexAttention's autograd builds its score_mod graphs): the
+    # scratch tensors they make are tracing work, not the step's; only the operator itself is recorded
+    in_hop: bool = False
 
     def tid(self, t: torch.Tensor) -> int:
         got = self.tensor_ids.get(t)
@@ -141,6 +145,9 @@ TICK_EVERY = 2000  # recorded calls between two progress ticks
 
 
 class _OpRecorder(TorchDispatchMode):
+    # higher-order operators reach __torch_dispatch__ too: FlexAttention's are recorded as one op each (npuport.trace.flex)
+    supports_higher_order_operators = True
+
     def __init__(self, ctx: _Context, modules: ModuleStack, trace: Trace, tick: Callable[[int], None] | None = None,
                  reuse: LayerReuse | None = None) -> None:
         super().__init__()
@@ -152,7 +159,9 @@ class _OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
-        if func.namespace in _NOT_OPERATORS:  # prim.device, record_function markers: not operators
+        if isinstance(func, HigherOrderOperator):
+            return self._higher_order(func, args, kwargs)
+        if func.namespace in _NOT_OPERATORS or self.ctx.in_hop:  # prim.device, record_function markers: not operators
             return self._observed(func(*args, **kwargs))
         dtensor = self.dtensor
         if dtensor is not None and dtensor in types:
@@ -177,6 +186,26 @@ class _OpRecorder(TorchDispatchMode):
             self._record_collective(func, args, kwargs, out)
         else:
             self._record(func, args, kwargs, out)
+        return out
+
+    def _higher_order(self, func: HigherOrderOperator, args: tuple, kwargs: dict) -> Any:
+        """A higher-order operator: FlexAttention's recorded as one attention op over its tensors; any other is
+        refused, as torch refuses it for a mode that does not handle it."""
+        name = flex.hop_name(func)
+        if name is None:
+            raise NotImplementedError(f"npuport cannot trace the higher-order operator {func.name()}: only "
+                                      f"FlexAttention's (flex_attention, flex_attention_backward) are recorded")
+        out = self._observed(func(*args, **kwargs))
+        tensors, plain, outs = flex.normalize(func, args, out)
+        if self.reuse is not None:
+            if self.ctx.dormant:
+                return out
+            node = torch._C._current_autograd_node()
+            tag = node.metadata.get(_META_KEY) if node is not None else None  # type: ignore[attr-defined]
+            if type(tag) is ReuseTag:
+                self.reuse.skip_backward(tag, tensors, {}, outs)
+                return out
+        self._record(name, tensors, plain, outs)
         return out
 
     def _observed(self, out: Any) -> Any:
@@ -208,9 +237,12 @@ class _OpRecorder(TorchDispatchMode):
             module=module, module_type=module_type, source=source, api=api, inputs=tuple(inputs), outputs=outs))
 
     def _record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """One call: `func` an aten overload, or the recorded name of a higher-order operator's call (never a view,
+        writes none of its arguments)."""
         ctx = self.ctx
         cargs, ckwargs, inputs, slot = _capture_args(ctx, args, kwargs)
-        view = naming.is_view(func)
+        named = isinstance(func, str)
+        view = False if named else naming.is_view(func)
         out_tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         if view and inputs:
             root = inputs[0].base if inputs[0].base is not None else inputs[0].id
@@ -220,7 +252,7 @@ class _OpRecorder(TorchDispatchMode):
                     ctx.view_bases[tid] = root
         outs = tuple(ctx.meta(t) for t in out_tensors)
         mutated = []
-        for pos, name in naming.written_arguments(func):
+        for pos, name in () if named else naming.written_arguments(func):
             target = args[pos] if pos < len(args) else kwargs.get(name)
             if isinstance(target, torch.Tensor) and id(target) in slot:
                 mutated.append(slot[id(target)])
@@ -247,7 +279,7 @@ class _OpRecorder(TorchDispatchMode):
         self.trace.calls.append(
             OpCall(
                 index=len(self.trace.calls),
-                op=naming.op_name(func),
+                op=func if named else naming.op_name(func),
                 kind="view" if view else "compute",
                 phase=phase,
                 inputs=tuple(inputs),
@@ -296,7 +328,8 @@ class _ApiMode(TorchFunctionMode):
             if torch.is_grad_enabled():
                 self._tag_nodes(out, ctx.reuse_tag)
             return out
-        saved = (ctx.api, ctx.frame, ctx.pending_frame, ctx.source, ctx.source_known)
+        saved = (ctx.api, ctx.frame, ctx.pending_frame, ctx.source, ctx.source_known, ctx.in_hop)
+        ctx.in_hop = ctx.in_hop or isinstance(func, HigherOrderOperator)
         ctx.api = naming.api_name(func)
         ctx.frame, ctx.source, ctx.source_known = None, None, False
         composite = naming.resolve_composite(name, args, kwargs) if name else None
@@ -310,7 +343,7 @@ class _ApiMode(TorchFunctionMode):
                 self._tag_nodes(out)
             return out
         finally:
-            ctx.api, ctx.frame, ctx.pending_frame, ctx.source, ctx.source_known = saved
+            ctx.api, ctx.frame, ctx.pending_frame, ctx.source, ctx.source_known, ctx.in_hop = saved
 
     def _tag_nodes(self, out: Any, tag: Any = None) -> None:
         """Tag the autograd nodes this call created with its module, line, API and frame (for backward ops), or with
@@ -377,6 +410,8 @@ class Recorder:
         self._ctx.boundary = sys._getframe(1)
         self._owners = collectives.fsdp_attribution()
         self._owners.__enter__()
+        self._flex = flex.traceable()
+        self._flex.__enter__()
         self._modules.__enter__()
         if self._reuse is not None:
             self._reuse.__enter__()
@@ -409,6 +444,7 @@ class Recorder:
             self.trace.notes.extend(self._reuse.notes)
         self._modules.__exit__(*exc)
         self._owners.__exit__(None, None, None)
+        self._flex.__exit__(None, None, None)
         self._ctx.boundary = None
 
 

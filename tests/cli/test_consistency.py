@@ -31,7 +31,7 @@ def help_text(path: str) -> str:
 def test_the_walk_sees_every_command() -> None:
     assert {"npuport audit", "npuport migrate", "npuport bench", "npuport parity run", "npuport parity compare",
             "npuport parity record", "npuport coverage show", "npuport coverage diff", "npuport coverage list",
-            "npuport profile import", "npuport profile record", "npuport profile compare", "npuport kernels list", "npuport kernels build", "npuport kernels test", "npuport kernels perf"} == set(RUNNABLE)
+            "npuport profile import", "npuport profile record", "npuport profile compare", "npuport profile probe", "npuport kernels list", "npuport kernels build", "npuport kernels test", "npuport kernels perf"} == set(RUNNABLE)
 
 
 @pytest.mark.parametrize("path", sorted(RUNNABLE))

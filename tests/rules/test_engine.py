@@ -15,6 +15,7 @@ from typing import Any, Callable
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.attention.flex_attention  # noqa: F401 - the module flex_attention below comes from
 import torch.nn.functional as F
 
 from npuport.rules import evaluate, load_rules
@@ -70,7 +71,14 @@ x2d = lambda: (r(4, 8),)  # noqa: E731
 img = lambda: (r(1, 2, 8, 8),)  # noqa: E731
 ints = lambda: (torch.randint(0, 8, (8,)),)  # noqa: E731
 sdpa = F.scaled_dot_product_attention
+flex_attention = torch.nn.attention.flex_attention.flex_attention
 npu = torch.ops.npu
+
+
+def sdpa_with_flag(q: torch.Tensor) -> torch.Tensor:  # NPB062 needs a backend flag in the calls' source (NPS022)
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        return sdpa(q, q, q)
+
 
 CASES = [
     # A. dtypes
@@ -152,7 +160,7 @@ CASES = [
     Case("NPB061", lambda q: sdpa(q, q, q), lambda q: sdpa(q, q, q), bnsd(d=576), neg_inputs=bnsd(d=64), name="head-dim"),
     Case("NPB061", lambda q: sdpa(q, q, q), None, bnsd(d=64), chip=B910A, neg_chip=B910B, name="910A"),
     Case("NPB061", lambda q: sdpa(q, q, q), lambda q: sdpa(q, q, q), bnsd(d=62), neg_inputs=bnsd(d=64), name="fp32-d%4"),
-    Case("NPB062", lambda q: sdpa(q, q, q), lambda q: torch.softmax(q @ q.transpose(-1, -2), -1) @ q, bnsd()),
+    Case("NPB062", sdpa_with_flag, lambda q: torch.softmax(q @ q.transpose(-1, -2), -1) @ q, bnsd()),
     Case("NPB063", lambda q, m: fa(q, atten_mask=m, scale=0.125), lambda q, m: fa(q, scale=0.125),
          lambda: (r(1, 2, 4, 64), torch.zeros(4, 4, dtype=torch.bool))),
     Case("NPB064", lambda q, m: fa(q, atten_mask=m, scale=0.125), lambda q, m: fa(q, atten_mask=m < 0, scale=0.125),
@@ -182,6 +190,7 @@ CASES = [
          lambda: (r(2, 4, 64), r(1, 4, 64)), neg_inputs=lambda: (r(1, 2, 4, 64), r(1, 1, 4, 64))),
     Case("NPB075", lambda q, c: npu.npu_apply_rotary_pos_emb(q, q, c, c)[0], lambda q, c: npu.npu_apply_rotary_pos_emb(q, q, c, c)[0],
          lambda: (r(1, 4, 2, 96), r(1, 4, 1, 96)), neg_inputs=lambda: (r(1, 4, 2, 128), r(1, 4, 1, 128))),
+    Case("NPB076", lambda q: flex_attention(q, q, q), lambda q: sdpa(q, q, q, is_causal=True), bnsd()),
     # I. distributed
     Case("NPB080", lambda x: ar(x, "band"), lambda x: ar(x, "sum"), lambda: (torch.randint(0, 2, (8,)),)),
     Case("NPB080", lambda x: ar(x), lambda x: ar(x), lambda: (r(8, dtype=torch.float64),), neg_inputs=x8, name="fp64"),

@@ -1,0 +1,68 @@
+"""`npuport profile probe` and `npuport audit --host-probe`: an eager step's host side follows the host it runs on;
+the CUDA chips' host costs (fit on a host whose probe read `reference_probe_s`) are scaled to the user's probe, the
+NPU's are not (no NPU host probe is lent here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from npuport import api
+from npuport.cli.main import cli
+from npuport.cost.roofline import get_chip
+from npuport.cost.timing import host_probe, parse_host_probe, reference_probe_s, timing_for
+from npuport.errors import NpuportError
+
+GPT = Path(__file__).resolve().parents[2] / "examples" / "gpt" / "model.py"
+DECODE = ("decode:batch=1,past=64",)
+
+
+@pytest.mark.parametrize("text, seconds", [("9.3us", 9.3e-6), ("9.3µs", 9.3e-6), ("0.0093ms", 9.3e-6),
+                                           ("9.3e-6", 9.3e-6), (" 12 US ", 12e-6)])
+def test_probe_text_to_seconds(text: str, seconds: float) -> None:
+    assert parse_host_probe(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["9", "9.3", "fast", "9.3 parsecs", "0us", "2s", "-5us"])
+def test_a_probe_without_a_unit_or_out_of_range_is_refused(text: str) -> None:
+    with pytest.raises(NpuportError) as err:
+        parse_host_probe(text)
+    assert "--host-probe" in str(err.value.what)
+
+
+def test_scaled_host_costs_follow_the_probe_and_leave_the_npu_alone() -> None:
+    a100, npu = get_chip("A100-SXM-80GB"), get_chip("Ascend910B")
+    ref = reference_probe_s(a100)
+    assert ref
+    base = timing_for(a100).host.forward_call_s
+    with host_probe({"cuda": ref / 2}):
+        assert timing_for(a100).host.forward_call_s == pytest.approx(base / 2)
+        assert timing_for(a100) is timing_for(a100)  # one model per chip and probe: the inventory's identity check
+        assert timing_for(npu) is timing_for(npu) and timing_for(npu).host.reference_probe_s == pytest.approx(ref)
+        assert reference_probe_s(a100) == pytest.approx(ref)
+    assert timing_for(a100).host.forward_call_s == pytest.approx(base)  # restored on exit
+
+
+def test_audit_with_a_faster_host_estimates_the_cuda_steps_for_it() -> None:
+    _, plain = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(scenarios=DECODE))
+    ref = reference_probe_s(get_chip("A100-SXM-80GB"))
+    assert ref
+    _, fast = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(scenarios=DECODE, host_probe=ref / 2))
+    p, f = plain["scenarios"][0]["estimated_time_s_by_chip"], fast["scenarios"][0]["estimated_time_s_by_chip"]
+    assert f["Ascend910B"] == p["Ascend910B"]  # the NPU's host side is not scaled
+    assert f["A100-SXM-80GB"] < 0.7 * p["A100-SXM-80GB"]  # a host-bound eager decode: about half
+    assert any("--host-probe" in n and "Ascend910B's host costs stay" in n for n in fast["notes"])
+    with pytest.raises(NpuportError):
+        api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(scenarios=DECODE, host_probe=5.0))
+
+
+def test_cli_probe_on_the_cpu_and_a_bad_host_probe_is_one_line() -> None:
+    res = CliRunner().invoke(cli, ["profile", "probe", "--dev", "cpu", "--rounds", "2"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("host probe on cpu: ") and " us per tiny eager op" in res.stdout
+    res = CliRunner().invoke(cli, ["audit", str(GPT), "--host-probe", "9"])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: cannot use --host-probe"), res.stderr
