@@ -30,10 +30,11 @@ from npuport.audit.report import AuditReport
 from npuport.bench.harness import BenchOptions
 from npuport.bench.json_form import bench_to_json
 from npuport.bench.runner import BenchReport, run_bench
+from npuport.cost.host_probe import check_host_probe
 from npuport.cost.inventory import GraphInputs
-from npuport.cost.roofline import ChipProfile, default_baseline, default_chip, get_baseline_chip, get_chip
-from npuport.cost.timing import check_host_probe, reference_probe_s
+from npuport.cost.roofline import ChipProfile, default_baseline, default_chip, get_baseline_chip, get_chip, load_chips
 from npuport.cost.timing import host_probe as host_speed
+from npuport.cost.timing import reference_probe_s
 from npuport.coverage import STATUSES
 from npuport.coverage.database import VersionChoice, resolve_version
 from npuport.coverage.diff import CoverageDiff, diff_versions
@@ -166,6 +167,9 @@ def _audit_paused(spec: ModelSpec, opts: AuditOptions, chip: ChipProfile, parsed
             report.notes.append("--master-weights has no effect: the model's weights are float32 already (no second "
                                 "float32 copy is counted); give --dtype float16 or bfloat16 for a mixed-precision step")
     data = audit_to_json(report)
+    if opts.host_probe:  # the CUDA chips' step times are for this host: said in the JSON, not only in a note
+        data["host_probe"] = {"probe_s": opts.host_probe, "reference_probe_s": reference_probe_s(
+            get_baseline_chip(opts.baseline_chip)), "scaled": sorted(n for n, c in load_chips().items() if c.family == "cuda")}
     if measured:
         names = [s["name"] for s in data["scenarios"]]
         joins = []

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""npuport's Ascend 910B estimate held against the kernels of a real NPU run (issue 22: the NPU's numbers are
-unverified because no NPU is lent here; a real run's kernel table published by someone else is the nearest thing).
+"""npuport's Ascend 910B estimate held against the kernels of a real NPU run's kernel_details.csv.
+
+Issue 22: the NPU's numbers are unverified because no NPU is lent here; a real run's kernel table published by
+someone else is the nearest thing.
 
 Reads the Ascend PyTorch profiler's `kernel_details.csv` (ASCEND_PROFILER_OUTPUT/ of a real run; the file is not in
 this repository: give its path) and, for each kernel whose work an aten op of npuport's cost model describes, sets its
@@ -238,16 +240,38 @@ ESTIMATORS: dict[str, Callable[[Kernel, ChipProfile], tuple[float, str] | None]]
 }
 
 
+def _positive(kind: type) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive number, received {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, received {text!r}")
+        return value
+    return parse
+
+
+def _count(text: str) -> int:
+    value = _positive(int)(text) if text != "0" else 0
+    return int(value)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("csv", type=Path)
-    ap.add_argument("--label", default="")
-    ap.add_argument("--ai-cores", type=int)
-    ap.add_argument("--vector-cores", type=int)
-    ap.add_argument("--clock-mhz", type=float)
-    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("csv", type=Path, help="ASCEND_PROFILER_OUTPUT/kernel_details.csv of a real NPU run")
+    ap.add_argument("--label", default="", help="what the run is, for the first line")
+    ap.add_argument("--ai-cores", type=_positive(int), help="AI cores of the chip (default: the Block Dim most cube kernels ran with)")
+    ap.add_argument("--vector-cores", type=_positive(int), help="vector cores (default: twice the AI cores, as on the A2 series)")
+    ap.add_argument("--clock-mhz", type=_positive(float), help="clock (default: aic_total_cycles / (Block Dim x aicore_time), median)")
+    ap.add_argument("--top", type=_count, default=30, help="rows of the per-kernel table (0: all)")
     a = ap.parse_args()
-    kernels = read_kernels(a.csv)
+    try:
+        kernels = read_kernels(a.csv)
+    except (OSError, UnicodeDecodeError, KeyError, ValueError) as exc:
+        sys.exit(f"npu_kernels_check: cannot read {a.csv} as a kernel_details.csv ({type(exc).__name__}: {exc})")
+    if not kernels:
+        sys.exit(f"npu_kernels_check: {a.csv} holds no compute kernels (expected the Ascend profiler's kernel_details.csv)")
     chip, said = chip_of(kernels, a.ai_cores, a.vector_cores, a.clock_mhz)
     total = sum(k.duration_s for k in kernels)
     groups: dict[tuple[Any, ...], list[Kernel]] = defaultdict(list)
@@ -265,6 +289,9 @@ def main() -> None:
         rows.append((meas * len(ks), typ, shapes, dts[0] if dts else "", len(ks), meas, est, how))
     rows.sort(reverse=True)
     covered = sum(r[0] for r in rows)
+    if not rows:
+        sys.exit(f"npu_kernels_check: none of the {len(kernels)} kernels of {a.csv} has an estimator here "
+                 f"(kernel types known: {', '.join(sorted(ESTIMATORS))})")
     by_type: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for r in rows:
         by_type[r[1]][0] += r[0]
@@ -276,7 +303,7 @@ def main() -> None:
     print()
     print("| kernel | input shapes | dtype | calls | measured mean | npuport estimate | estimate / measured | estimated as |")
     print("|---|---|---|---:|---:|---:|---:|---|")
-    for _, typ, shapes, dt, n, meas, est, how in rows[: a.top]:
+    for _, typ, shapes, dt, n, meas, est, how in rows[: a.top or len(rows)]:
         print(f"| {typ} | {shapes} | {dt} | {n} | {meas * 1e6:.1f} us | {est * 1e6:.1f} us | {est / meas:.2f} | {how} |")
     print()
     print("| kernel type | measured (all compared calls) | npuport estimate | estimate / measured |")

@@ -284,14 +284,15 @@ def _split(rows: list[CommRow], chips: list[ChipProfile], inventory: Inventory, 
     `step_s` that wall plus what is exposed plus the overlappable part longer than the wall: a collective on its own
     stream runs while the step's kernels do and in the idle gaps of a host-bound step alike, so only what outlasts
     the whole step extends it (`added_s`: what communication adds to the step). Pipeline parallel runs about 1/pp of
-    the layers per stage (an estimate)."""
+    the layers per stage (an estimate): `wall_s` and `compute_s` are then the stage's, `traced_wall_s` the wall of the
+    whole model the rank traced (the scenario's step), `pipeline_stages` the pp it was divided by."""
     out: dict[str, dict[str, Any]] = {}
     totals = inventory.totals[scenario]
+    stages = layout.pp if layout is not None and layout.pp > 1 else 1
     for chip in chips:
-        wall = totals.time_by_chip.get(chip.name, 0.0)
+        traced = wall = totals.time_by_chip.get(chip.name, 0.0)
         device = totals.device_by_chip.get(chip.name, wall)
-        if layout is not None and layout.pp > 1:
-            device, wall = device / layout.pp, wall / layout.pp
+        device, wall = device / stages, wall / stages
         exposed = sum(r.time_s.get(chip.name, 0.0) * r.calls for r in rows if not r.overlap)
         hideable = sum(r.time_s.get(chip.name, 0.0) * r.calls for r in rows if r.overlap)
         spill = max(0.0, hideable - wall)
@@ -306,6 +307,8 @@ def _split(rows: list[CommRow], chips: list[ChipProfile], inventory: Inventory, 
             "added_s": exposed + spill,
             "to_hide": [] if hideable <= wall else to_hide(rows, layout),
         }
+        if stages > 1:
+            out[chip.name] |= {"traced_wall_s": traced, "pipeline_stages": stages}
     return out
 
 

@@ -59,6 +59,12 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
             if model.distributed is not None and model.distributed.layout is not None and model.distributed.layout.zero:
                 with model.mode:  # the next scenario starts from sharded parameters, as a step does
                     at_rest(model.module)
+    if trace is not None and ran.kind == "train" and inference.sites:
+        raise NpuportError("the train scenario cannot trace a training step: the forward enters torch.inference_mode, "
+                           "whose tensors cannot be saved for backward (a real step raises 'Inference tensors cannot "
+                           "be saved for backward'; npuport traces inference_mode as no_grad)",
+                           "torch.no_grad() for a part that needs no gradient, or audit only prefill and decode",
+                           "torch.inference_mode() at " + ", ".join(inference.sites[:3]))
     if trace is not None and inference.entered:
         trace.notes.append(f"{ran.name}: the model runs under torch.inference_mode: traced as torch.no_grad (the same "
                            "kernels run on a device; under inference mode composite ops such as linear would reach "
@@ -177,8 +183,9 @@ def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: 
     except DataDependentOutputException as exc:
         if real and model.config is not None:
             raise _DataDependent() from exc
-        raise _ReadsValues(NpuportError(f"the model failed on the {sc.name} inputs", "code that does not read tensor "
-                                        "values (fake tensors have none)", describe_exception(exc))) from None
+        raise _ReadsValues(_value_read(sc, exc)) from None
+    except DynamicOutputShapeException as exc:  # kept off the export-path retry above: HF MoE code reaches it routed
+        raise _ReadsValues(_value_read(sc, exc)) from None
     except Exception as exc:
         error = _failure(model, sc, exc)
         if _reads_value(exc):
@@ -187,6 +194,26 @@ def _record(model: LoadedModel, sc: Scenario, inputs: Inputs, real: bool, tick: 
     finally:
         module.train(was_training)
     return rec.trace
+
+
+# ops whose output size is a count of values, with the way to write them that fake tensors (and graph capture) can size
+_SIZED_BY_VALUES = {
+    "repeat_interleave": "pass output_size= (the sum of the repeats) to repeat_interleave",
+    "nonzero": "a boolean mask or torch.where(cond) selects as many elements as the data says and fake tensors have no "
+               "data: torch.nonzero_static(..., size=) or mask arithmetic (x * mask) instead",
+    "masked_select": "masked_select keeps as many elements as the data says and fake tensors have no data: mask "
+                     "arithmetic (x * mask) instead",
+    "unique": "torch.unique returns as many values as the data holds and fake tensors have no data",
+}
+
+
+def _value_read(sc: Scenario, exc: Exception) -> NpuportError:
+    """A value read (.item()) or an output sized by values (nonzero of a mask): the code, not the inputs, is what
+    fake tensors cannot run; the hint names the form they can."""
+    op = str(exc.args[0]) if isinstance(exc, DynamicOutputShapeException) and exc.args else ""
+    hint = next((h for key, h in _SIZED_BY_VALUES.items() if key in op), "")
+    return NpuportError(f"the model failed on the {sc.name} inputs", "code that does not read tensor values (fake "
+                        "tensors have none)" + (f"; {hint}" if hint else ""), describe_exception(exc))
 
 
 def _loss(model: LoadedModel, out: Any, inputs: Inputs) -> torch.Tensor:
@@ -203,13 +230,38 @@ def _loss(model: LoadedModel, out: Any, inputs: Inputs) -> torch.Tensor:
         raise NpuportError("loss_fn(output, inputs) raised (inputs is the (args, kwargs) pair the forward was called "
                            "with, not what example_inputs returned)", "a loss_fn that unpacks `args, kwargs = inputs` "
                            "and returns a scalar tensor", describe_exception(exc)) from None
+    if model.loss is not None and not (isinstance(loss, torch.Tensor) and loss.numel() == 1):
+        raise _bad_loss(model, _described(loss), "reduce it to one number, e.g. .mean()"
+                        if isinstance(loss, torch.Tensor) else "",
+                        _described(loss) if isinstance(loss, torch.Tensor) else type(loss).__name__)
     if isinstance(loss, torch.Tensor) and not loss.requires_grad and _records_no_grad(model.module, out):
         site = _no_grad_site(model.module)
         raise NpuportError("the train scenario cannot trace a training step: the model's forward runs under "
                            "torch.inference_mode / no_grad, so autograd records nothing to backpropagate",
                            "a forward that records gradients (drop the decorator for training, or audit only "
                            "prefill and decode)", site or "a loss with no grad_fn from a forward that records none")
+    if model.loss is not None and not loss.requires_grad:
+        raise _bad_loss(model, "a tensor that does not require grad", "computed from the output, not detached or "
+                        "under torch.no_grad()", _described(loss) + " with no grad_fn")
     return loss
+
+
+def _bad_loss(model: LoadedModel, what: str, hint: str, received: str | None = None) -> NpuportError:
+    """loss_fn returned something backward cannot start from: said here, at the loss_fn's def line, since backward
+    would fail on it with an error that blames nothing the user wrote ('cannot create weak reference to NoneType')."""
+    fn = inspect.unwrap(model.loss) if model.loss is not None else None
+    code = getattr(fn, "__code__", None)
+    site = f" at {Path(code.co_filename).name}:{code.co_firstlineno}" if code is not None else ""
+    return NpuportError(f"loss_fn returned {what}{site}", "a scalar tensor that requires grad" + (f": {hint}" if hint else ""),
+                        received or what)
+
+
+def _described(value: Any) -> str:
+    if value is None:
+        return "None"
+    name = f"{str(value.dtype).removeprefix('torch.')} tensor" if isinstance(value, torch.Tensor) else type(value).__name__
+    detail = f"of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"({value!r:.40})"
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name} {detail}"
 
 
 def _records_no_grad(module: torch.nn.Module, out: Any) -> bool:

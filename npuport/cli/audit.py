@@ -21,9 +21,9 @@ from npuport.cli.options import (
     torch_npu_option,
     wide_option,
 )
+from npuport.cost.host_probe import parse_host_probe
 from npuport.cost.memory import default_optimizer, optimizer_names
 from npuport.cost.roofline import get_baseline_chip, get_chip
-from npuport.cost.timing import parse_host_probe
 from npuport.coverage.database import resolve_version
 from npuport.errors import NpuportError
 from npuport.model.job import check_dtype_name, check_training, job

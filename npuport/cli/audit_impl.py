@@ -17,7 +17,7 @@ from npuport import api
 from npuport.api import AuditOptions, ModelSpec, fail_on, static_scan
 from npuport.cli.audit import given_optimizer
 from npuport.cli.common import emit, export_text, handle_errors, pick_format, progress_printer, quiet_stderr, text_width
-from npuport.cost.timing import parse_host_probe
+from npuport.cost.host_probe import parse_host_probe
 from npuport.errors import NpuportError
 from npuport.render.audit_csv import render_csv
 from npuport.render.audit_html import render_html

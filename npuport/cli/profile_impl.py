@@ -107,5 +107,4 @@ def compare(base: str, new: str, audit_json: str | None, fmt: str | None, output
 def probe(dev: str, rounds: int, quiet: bool, debug: bool) -> None:
     seconds, where = api.host_probe(dev, rounds)
     click.echo(f"host probe on {where}: {seconds * 1e6:.1f} us per tiny eager op (median of {rounds} probes of 300 adds)")
-    if not quiet:
-        click.echo(api.host_probe_advice(seconds, where), err=True)
+    say(quiet, api.host_probe_advice(seconds, where))

@@ -29,6 +29,7 @@ from npuport.cost.timing import (
     is_implicit_broadcast,
     is_strided,
     is_sync,
+    joined_read_ops,
     kernels_by_class,
     op_class,
     op_variant,
@@ -78,6 +79,9 @@ class ReportedCall:
     # and shape signature are this call's, taken rather than worked out again
     template: "ReportedCall | None" = field(default=None, compare=False, repr=False)
     signature: str = field(default="", compare=False, repr=False)  # shape_signature, set on first use
+    # a scalar read that continues the one before it (the next element of one `.tolist()`): no sync of its own
+    # (mark_joined_reads, is_sync)
+    joined_read: bool = False
 
 
 _KINDS: dict[tuple, int] = {}
@@ -127,7 +131,28 @@ def reported_calls(trace: Trace, native_composites: frozenset[str]) -> list[Repo
     for key, children in groups.items():
         frame = trace.frames[key[0]]
         out[slots[key]] = _frame_call(frame, key[1], children)
+    mark_joined_reads(out)
     return out
+
+
+def mark_joined_reads(calls: Sequence[ReportedCall]) -> None:
+    """Mark the scalar reads that one torch-level call makes of several elements as one read. On fake tensors
+    `.tolist()` reads each element with its own `.item()` (one `_local_scalar_dense` each); on a device it copies the
+    tensor to the host once. A read of an element of the same tensor (views resolve to one base), from the same line
+    and phase as the read that synced, with no kernel queued since, waits for nothing new: `joined_read`. Reads of
+    two tensors (`a.item() + b.item()`) stay two syncs, as do reads with a kernel between them."""
+    reads = joined_read_ops()
+    open_read: tuple[str | None, int, str] | None = None  # (line, base tensor, phase) of the last read that synced
+    for c in calls:
+        if base_name(c.op) in reads and c.inputs:
+            base = c.inputs[0].base
+            key = (c.source, base, c.phase) if base is not None else None
+            if key is not None and key == open_read:
+                c.joined_read = True
+                continue
+            open_read = key if is_sync(c) else None
+        elif c.kind != "view":  # a kernel queued (or another sync): the next read waits for it
+            open_read = None
 
 
 def _frame_call(frame: ApiFrame, phase: str, children: list[OpCall]) -> ReportedCall:

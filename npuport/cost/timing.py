@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Literal, Mapping, Protocol
 
 from npuport.cost.roofline import ChipProfile
-from npuport.errors import MappingError, NpuportError
+from npuport.errors import MappingError
 from npuport.mappings import load_checked
 from npuport.trace.records import TensorMeta, TensorRef
 
@@ -252,6 +252,13 @@ def sync_ops() -> frozenset[str]:
     return _sync_table()[0]
 
 
+@functools.lru_cache(maxsize=1)
+def joined_read_ops() -> frozenset[str]:
+    """Scalar reads that one torch-level call issues per element (timing.yaml sync_ops.joined_reads: FakeTensor's
+    .tolist() is one .item() per element, a device tensor's one copy to the host)."""
+    return frozenset((_data()["sync_ops"].get("joined_reads") or {}).get("ops", ()))
+
+
 @functools.lru_cache(maxsize=None)
 def _sync_rule(op: str) -> SyncWhen | bool:
     """True: `op` ('aten::nonzero', 'aten::repeat_interleave.self_int') always syncs; False: never; else its rule."""
@@ -266,7 +273,11 @@ def _sync_rule(op: str) -> SyncWhen | bool:
 def is_sync(call: SyncCall) -> bool:
     """Whether the host waits for the device at this call (a value or an output size read back): an op of
     timing.yaml's sync_ops.ops, or a `when` entry's overload in a forward call whose arguments leave the kernel
-    to read one (repeat_interleave with a repeats tensor and no output_size, x[mask] with a bool mask)."""
+    to read one (repeat_interleave with a repeats tensor and no output_size, x[mask] with a bool mask). A scalar read
+    that joins the one before it (`joined_read`, set by npuport.cost.inventory.mark_joined_reads: the next element of
+    one `.tolist()`) waits for nothing that read did not: no sync of its own."""
+    if getattr(call, "joined_read", False):  # not in SyncCall: only a reported call knows its neighbours
+        return False
     rule = _sync_rule(call.op)
     if isinstance(rule, bool):
         return rule
@@ -314,31 +325,6 @@ def _masked(raw: dict[str, Any] | None) -> tuple[float, float]:
     """(forward, backward) factors of a masked attention over its causal time; 2 (the masked half no longer
     skipped) where timing.yaml measured none."""
     return (float(raw["forward"]), float(raw["backward"])) if raw else (2.0, 2.0)
-
-
-_PROBE_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6}
-# a host probe outside this range is not a host's speed per tiny eager op: the lent hosts read 6.5-19 us
-# (docs/profile.md); a bare number above a millisecond is a missing unit, not a slow host
-_PROBE_RANGE = (1e-7, 1e-3)
-
-
-def parse_host_probe(text: str) -> float:
-    """'9.3us', '9.3µs', '0.0093ms', '9.3e-6' (seconds) -> seconds per tiny eager op; one-line error otherwise."""
-    raw = text.strip().lower()
-    unit = next((u for u in sorted(_PROBE_UNITS, key=len, reverse=True) if raw.endswith(u)), "")
-    try:
-        value = float(raw[: len(raw) - len(unit)] if unit else raw) * (_PROBE_UNITS[unit] if unit else 1.0)
-    except ValueError:
-        value = -1.0
-    if not _PROBE_RANGE[0] <= value <= _PROBE_RANGE[1]:
-        raise NpuportError("cannot use --host-probe", "this host's seconds per tiny eager op, as `npuport profile probe`"
-                           " prints it, with a unit: 9.3us, 0.0093ms (between 0.1us and 1ms)", text)
-    return value
-
-
-def check_host_probe(value: float | None) -> None:
-    if value is not None and not _PROBE_RANGE[0] <= value <= _PROBE_RANGE[1]:
-        raise NpuportError("cannot use host_probe", "seconds per tiny eager op between 1e-7 and 1e-3", repr(value))
 
 
 # family -> the host probe (seconds per tiny eager op) the user's own host reads, while `host_probe` is in force

@@ -280,6 +280,11 @@ def _other_namespace(name: str, ns: str, db: CoverageDB) -> Resolution:
         return Resolution(name, db.version, "cpu-fallback", (), _fallback_risk(db),
                           f"{ns}:: registers {name} for CPU only {here}: torch_npu's fallback copies its tensors to "
                           "the host and back")
+    if ns == "higher_order":  # torch runs its higher-order operators itself, per device type (FlexAttention: NPB076)
+        return Resolution(name, db.version, "unsupported", (), "fails at run time",
+                          f"{name} is a higher-order operator torch runs itself on the devices it accepts; torch "
+                          f"{torch.__version__} refuses NPU tensors for it (behaviour rule NPB076 gives the fused "
+                          "replacement)")
     return Resolution(name, db.version, "unsupported", (), "fails at run time",
                       f"{name} has no NPU, composite or CPU kernel {here}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import importlib.util
 import json
 import re
@@ -191,6 +192,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         )
     inputs_fn = getattr(mod, "example_inputs", None)
     loss_fn = getattr(mod, "loss_fn", None)
+    declared = _declared_max_positions(mod, file)
     # on fake tensors the model's code runs with .cuda() moving to the audit's device and torch.compile'd code eager
     # (npuport.model.user_code); the notes say where that happened
     notes: list[str] = []
@@ -206,7 +208,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         raise NpuportError(f"{builder_name}() must return a torch.nn.Module", "an nn.Module", type(model).__name__)
     if fake:
         cuda.hook(model)  # the traced forward
-    max_pos = getattr(mod, "MAX_POSITIONS", None)
+    max_pos = declared
     hf_config = getattr(model, "config", None)
     if max_pos is None and hf_config is not None:
         max_pos = _max_positions(hf_config, _POSITION_KEYS if _is_transformers(hf_config) else _MODEL_FILE_KEYS)
@@ -232,6 +234,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
 
     loss = None
     if callable(loss_fn):
+        @functools.wraps(loss_fn)  # the audit names the model file's own loss_fn (inspect.unwrap) when it misbehaves
         def loss(out: Any, inputs: Inputs) -> torch.Tensor:
             with cuda:
                 return loss_fn(out, inputs)
@@ -250,6 +253,19 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
         dtype_source="--dtype" if want is not None else "model",
         parallelize=parallel if callable(parallel := getattr(mod, "parallelize", None)) else None,
     )
+
+
+def _declared_max_positions(mod: ModuleType, file: Path) -> int | None:
+    """MAX_POSITIONS as the model file sets it: a positive int or absent. Anything else would fail far from here
+    (a string compared with a length) or pass unnoticed (0 read as 'no limit', True as 1)."""
+    value = getattr(mod, "MAX_POSITIONS", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise NpuportError(f"MAX_POSITIONS in {file.name} is not a positive integer",
+                           "MAX_POSITIONS = <the model's context length in tokens>, an int of at least 1",
+                           f"{value!r} ({type(value).__name__})")
+    return int(value)
 
 
 @contextlib.contextmanager

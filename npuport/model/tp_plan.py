@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from npuport.errors import NpuportError, describe_exception
+from npuport.render.fmt import fmt_bytes
 
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
 
@@ -160,17 +161,10 @@ def describe_unsharded(tp: int, result: PlanResult) -> list[str]:
     rows = result.unsharded
     if rows:
         share = sum(r["share"] for r in rows)
-        listed = ", ".join(f"{r['module']} ({r['type']}, {_size(r['bytes'])})" for r in rows[:4])
+        listed = ", ".join(f"{r['module']} ({r['type']}, {fmt_bytes(r['bytes'])})" for r in rows[:4])
         more = f" and {len(rows) - 4} more" if len(rows) > 4 else ""
         experts = any(r["module"].endswith("experts") or r["type"].endswith("Experts") for r in rows)
-        notes.append(f"tp={tp}: {_size(sum(r['bytes'] for r in rows))} ({share:.0%}) of the weights stay whole on every rank: {listed}{more}"
+        notes.append(f"tp={tp}: {fmt_bytes(sum(r['bytes'] for r in rows))} ({share:.0%}) of the weights stay whole on every rank: {listed}{more}"
                      + ("; transformers splits experts by its expert-parallel plan (base_model_ep_plan), which "
                         "--parallel does not apply" if experts else ""))
     return notes
-
-
-def _size(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{int(n)} B"

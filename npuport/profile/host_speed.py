@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from npuport.cost.inventory import NO_GRAPH_INPUTS, GraphInputs, ReportedCall, step_time
 from npuport.cost.roofline import ChipProfile
-from npuport.cost.timing import timing_for
+from npuport.cost.timing import reference_probe_s, timing_for
 
 
 def step_probes(unprofiled: dict[str, Any]) -> list[float] | None:
@@ -52,5 +52,6 @@ def at_recorded_host(calls: Sequence[ReportedCall], chip: ChipProfile, profile: 
         return None
     st = step_time(calls, chip, mode, model=replace(tm, host=tm.host.scaled(probe)),  # type: ignore[arg-type]
                    graph_inputs=graph_inputs)
-    return {"probe_s": probe, "reference_probe_s": ref, "step_s": st.step_s, "host_s": st.host_s,
+    # the probe the costs were fit at, for the report: the model's own reads the user's where `--host-probe` scaled it
+    return {"probe_s": probe, "reference_probe_s": reference_probe_s(chip) or ref, "step_s": st.step_s, "host_s": st.host_s,
             "bound": st.bound}

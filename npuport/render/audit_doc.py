@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from npuport.render.answers import IMPACTS, answers, by_impact, leaving_ops, unsupported_ops
+from npuport.render.answers import IMPACTS, RESTATES_COVERAGE, answers, by_impact, leaving_ops, unsupported_ops
 from npuport.render.fmt import fmt_bytes, fmt_count, fmt_share, fmt_si, fmt_time, short_kernel_name, short_source
 from npuport.render.table import Column, Table
 
@@ -55,6 +55,40 @@ def _where(module: str | None, source: str | None) -> str:
     return " @ ".join(p for p in parts if p) or "(root)"
 
 
+def _stages(data: dict[str, Any]) -> int:
+    """pp of a pipeline-parallel layout (the communication stage divides the traced step by it), else 1."""
+    for s in data["scenarios"]:
+        for b in ((s.get("communication") or {}).get("by_chip") or {}).values():
+            return int(b.get("pipeline_stages") or 1)
+    return 1
+
+
+def host_line(data: dict[str, Any]) -> str | None:
+    """With --host-probe the CUDA chips' eager step times are for the user's host and the NPU's for its reference
+    host: the line under each table that sets them side by side (the ratio between them moves with it)."""
+    hp = data.get("host_probe")
+    if not hp:
+        return None
+    fit = f", fit at {hp['reference_probe_s'] * 1e6:.1f} µs" if hp.get("reference_probe_s") else ""
+    return (f"host: the CUDA chips' times are for this host ({hp['probe_s'] * 1e6:.1f} µs per tiny eager op, "
+            f"--host-probe{fit}); the NPU chips' for their reference host (no NPU host probe)")
+
+
+def pipeline_line(data: dict[str, Any]) -> str | None:
+    """With pp>1 the step times of the scenario tables are the whole model the rank traced, and the communication's
+    are a stage's: the line under each whole-model table that says which is which."""
+    pp = _stages(data)
+    if pp <= 1:
+        return None
+    walls = []
+    for s in data["scenarios"]:
+        b = ((s.get("communication") or {}).get("by_chip") or {}).get(data["chip"])
+        if b and b.get("wall_s") is not None:
+            walls.append(f"{s['name']} {fmt_time(b['wall_s'])}")
+    stage = f": {', '.join(walls)} on {data['chip']}, the Communication table's wall" if walls else ""
+    return f"times above are the whole model the rank traced (every layer); a pipeline stage of pp={pp} runs about 1/{pp} of it{stage}"
+
+
 def _scenario_times(data: dict[str, Any]) -> dict[str, float]:
     return {s["name"]: s["estimated_time_s"] or 0.0 for s in data["scenarios"]}
 
@@ -64,10 +98,15 @@ def actions(data: dict[str, Any]) -> list[Action]:
     warnings, then fusions by the share of step time they save."""
     out: list[Action] = []
     cov = data.get("coverage") or {}
+    # an error finding that says why an op cannot run and what replaces it (FlexAttention: NPB076) gives the fix; no
+    # torch_npu release has such an op, so "pick a release" would send the user the wrong way
+    why = {e["op"]: g for g in data.get("findings") or [] if g["level"] == "error" and g["id"] not in RESTATES_COVERAGE
+           for e in g["evidence"]}
     for f in unsupported_ops(cov):
         where = _at(f["modules"][0] if f["modules"] else "", f["sources"][0] if f["sources"] else None)
+        g = why.get(f["op"])
         out.append(Action(0, 1.0, f"{f['op']} has no kernel in torch_npu {cov['version']} (fails at run time)", where,
-                          "replace the op, or pick a release that has it (see Coverage)"))
+                          f"{g['id']}: {g['fix']}" if g else "replace the op, or pick a release that has it (see Coverage)"))
     for f in leaving_ops(cov):
         where = _at(f["modules"][0] if f["modules"] else "", f["sources"][0] if f["sources"] else None)
         share = max((o["time_share"] for o in data["ops"] if o["op"] == f["op"]), default=0.0)
@@ -101,6 +140,7 @@ def graph_actions(data: dict[str, Any]) -> list[Action]:
     reads values on the host (its syncs: `.item()`, `nonzero`, routing counts) cannot be captured as it is: the action
     says so, per scenario."""
     by_how: dict[str, list[tuple[str, float, float, int]]] = {}
+    pp = _stages(data)  # a pipeline stage runs about 1/pp of the traced step: the action is the stage's
     for sc in data["scenarios"]:
         step = sc.get("step") or {}
         graph = step.get("as_graph")
@@ -109,10 +149,11 @@ def graph_actions(data: dict[str, Any]) -> list[Action]:
     out = []
     for how, rows in by_how.items():
         names = " and ".join(r[0] for r in rows)
-        steps = ", ".join(f"{n} {fmt_time(t)} -> {fmt_time(g)}" + _once_syncs_gone(k) for n, t, g, k in rows)
+        steps = ", ".join(f"{n} {fmt_time(t / pp)} -> {fmt_time(g / pp)}" + _once_syncs_gone(k) for n, t, g, k in rows)
         share = max(1 - g / t for _, t, g, _ in rows)
+        stage = f", per pipeline stage of pp={pp}" if pp > 1 else ""
         out.append(Action(2, share, f"{names} {'is' if len(rows) == 1 else 'are'} host-bound", "",
-                          f"as a graph ({how}): {steps}"))
+                          f"as a graph ({how}){stage}: {steps}"))
     return out
 
 
@@ -290,7 +331,8 @@ def _comm_line(data: dict[str, Any]) -> str | None:
         if not b or not b["communication_s"]:
             continue
         wall = b.get("wall_s")
-        within = (f"{'fits within' if b['hidden'] else 'does not fit within'} the {fmt_time(wall)} step, "
+        stage = f" of a pp={b['pipeline_stages']} stage" if b.get("pipeline_stages") else ""
+        within = (f"{'fits within' if b['hidden'] else 'does not fit within'} the {fmt_time(wall)} step{stage}, "
                   f"{fmt_time(b['compute_s'])} of it device compute" if wall is not None else
                   f"{'hides behind' if b['hidden'] else 'does not fit behind'} {fmt_time(b['compute_s'])} of compute")
         added = b.get("added_s", b["exposed_s"])
@@ -358,6 +400,9 @@ def summary(data: dict[str, Any]) -> Section:
     else:
         sec.lines.append("Top actions: none: no blocker, no behaviour warning, no fusion that saves time")
     sec.tables.append(step_time_table(data))
+    for line in (pipeline_line(data), host_line(data)):
+        if line:
+            sec.after.append(line)
     return sec
 
 
@@ -400,6 +445,9 @@ def scenarios_section(data: dict[str, Any]) -> Section:
     for f in data.get("failed_scenarios", []):
         rows.append([f["name"], f"could not be traced: {f['reason']}", "", "", "", "", "", "", ""])
     sec.tables.append(Table("scenarios", "", cols, rows))
+    whole = pipeline_line(data)
+    if whole:
+        sec.after.append(whole)
     return sec
 
 
@@ -499,6 +547,9 @@ def chips_section(data: dict[str, Any]) -> Section:
         rows.append([chip + mark] + [fmt_time(s["estimated_time_s_by_chip"][chip]) for s in data["scenarios"]])
     sec = Section("chips", "Estimated step time per chip (device + host; mappings/timing.yaml)")
     sec.tables.append(Table("chips", "", cols, rows))
+    for line in (pipeline_line(data), host_line(data)):
+        if line:
+            sec.after.append(line)
     return sec
 
 

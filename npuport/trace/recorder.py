@@ -196,7 +196,7 @@ class _OpRecorder(TorchDispatchMode):
             raise NotImplementedError(f"npuport cannot trace the higher-order operator {func.name()}: only "
                                       f"FlexAttention's (flex_attention, flex_attention_backward) are recorded")
         out = self._observed(func(*args, **kwargs))
-        tensors, plain, outs = flex.normalize(func, args, out)
+        tensors, plain, outs = flex.normalize(func, args, out, self.trace)
         if self.reuse is not None:
             if self.ctx.dormant:
                 return out

@@ -7,7 +7,8 @@ Many MoE implementations count the tokens each expert receives and read the coun
 - `cnts.scatter_(1, topk_ids, 1).sum(0).cpu().numpy()` then a slice per expert (DeepSeek's modeling code on the Hub);
 - `torch.histc(topk_idx.float(), bins=E, min=0, max=E).tolist()` then `x.split(counts)`;
 - `one_hot(topk_idx, E).permute(2, 1, 0)`, then `torch.where(expert_mask[i])` per expert, or only for the experts
-  `(expert_mask.sum(dim=(-1, -2)) > 0).nonzero()` lists (the loop of transformers 4.x Mixtral-style code).
+  `(expert_mask.sum(dim=(-1, -2)) > 0).nonzero()` lists (the loop of transformers 4.x Mixtral-style code);
+- `m = topk_idx == i` then `y[m] = expert(x[m])` per expert (a boolean mask as the index).
 On fake tensors these values do not exist, so such a model cannot be traced as it is.
 
 `balanced_routing()` answers exactly those reads, and only when the tensor read is known to be routing: it follows,
@@ -144,6 +145,9 @@ class BalancedRouting(TorchDispatchMode):
             return torch.empty((mark.count, first.dim()), dtype=torch.long, device=first.device)
         if func is aten.where.default and isinstance(mark, _Mask):  # torch.where(mask) as inference mode runs it
             return tuple(torch.empty((mark.count,), dtype=torch.long, device=first.device) for _ in range(first.dim()))
+        if func is aten.index.Tensor and any(isinstance(self._mark(i), _Mask) and i.dtype == torch.bool
+                                             for i in args[1] if i is not None):
+            return func(first, self._mask_as_positions(args[1]))  # x[idx == i]: the mask's rows, counted balanced
         if func is aten.nonzero.default and isinstance(mark, _Positive) and first.dim() == 1:
             out = torch.empty((len(mark.experts), 1), dtype=torch.long, device=first.device)
             self.marks[out] = _ExpertRows(mark.experts)
@@ -155,6 +159,18 @@ class BalancedRouting(TorchDispatchMode):
             self.marks[out] = _Counts(experts, first.numel())
             return out
         return None
+
+    def _mask_as_positions(self, indices: list) -> list:
+        """An expert's boolean mask as an index stands for the positions of its true elements (one long index per
+        mask dimension, `count` long): what indexing by it selects."""
+        out: list = []
+        for i in indices:
+            mark = self._mark(i)
+            if isinstance(mark, _Mask) and i.dtype == torch.bool:
+                out.extend(torch.empty((mark.count,), dtype=torch.long, device=i.device) for _ in range(i.dim()))
+            else:
+                out.append(i)
+        return out
 
     # -- following the routing through the ops that make it -------------------------------------------------------
     def _follow(self, func: Any, out: Any, first: Any, mark: Any, args: tuple, kwargs: dict) -> None:

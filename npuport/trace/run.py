@@ -5,7 +5,11 @@ trace_stage drives the Recorder itself)."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
+import os
+import sys
+from types import FrameType
 from typing import Any, Callable, Iterator
 
 import torch
@@ -13,6 +17,8 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import Trace
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
 @contextlib.contextmanager
@@ -88,9 +94,27 @@ def fake_deepcopy() -> Iterator[None]:
 
 
 class _InferenceAsNoGrad:
-    """Counts the inference-mode blocks entered while `inference_as_no_grad` is active."""
+    """Counts the inference-mode blocks entered while `inference_as_no_grad` is active, and where ('model.py:12'):
+    a training step cannot pass through one (its tensors cannot be saved for backward), which no_grad hides."""
 
     entered = 0
+    sites: list[str] = []
+
+
+def _entered_at() -> str:
+    """'file.py:12' of the `with torch.inference_mode():` line, or of the function an `@torch.inference_mode()`
+    decorates (torch's decorator wrapper enters the mode, its `func` is the decorated function)."""
+    frame: FrameType | None = sys._getframe(2)  # above no_grad_enter and its caller
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_TORCH_DIR):
+            func = frame.f_locals.get("func")
+            code = getattr(inspect.unwrap(func), "__code__", None) if callable(func) else None
+            if code is not None and not code.co_filename.startswith(_TORCH_DIR):
+                return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+            frame = frame.f_back
+            continue
+        return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+    return "an unknown line"
 
 
 @contextlib.contextmanager
@@ -102,11 +126,15 @@ def inference_as_no_grad() -> Iterator[type[_InferenceAsNoGrad]]:
     cls = torch.autograd.grad_mode.inference_mode
     enter, exit_ = cls.__enter__, cls.__exit__
     _InferenceAsNoGrad.entered = 0
+    _InferenceAsNoGrad.sites = []
 
     def no_grad_enter(self: Any) -> None:
         self._npuport_grad = torch.is_grad_enabled()
         if self.mode:
             _InferenceAsNoGrad.entered += 1
+            site = _entered_at()
+            if site not in _InferenceAsNoGrad.sites:  # a decorated layer's forward enters once per layer
+                _InferenceAsNoGrad.sites.append(site)
             torch.set_grad_enabled(False)
 
     def no_grad_exit(self: Any, *exc: object) -> None:

@@ -11,21 +11,23 @@ from click.testing import CliRunner
 
 from npuport import api
 from npuport.cli.main import cli
+from npuport.cost.host_probe import parse_host_probe
 from npuport.cost.roofline import get_chip
-from npuport.cost.timing import host_probe, parse_host_probe, reference_probe_s, timing_for
+from npuport.cost.timing import host_probe, reference_probe_s, timing_for
 from npuport.errors import NpuportError
 
 GPT = Path(__file__).resolve().parents[2] / "examples" / "gpt" / "model.py"
 DECODE = ("decode:batch=1,past=64",)
 
 
-@pytest.mark.parametrize("text, seconds", [("9.3us", 9.3e-6), ("9.3µs", 9.3e-6), ("0.0093ms", 9.3e-6),
-                                           ("9.3e-6", 9.3e-6), (" 12 US ", 12e-6)])
+@pytest.mark.parametrize("text, seconds", [("9.3us", 9.3e-6), ("9.3\u00b5s", 9.3e-6), ("9.3\u03bcs", 9.3e-6),
+                                           ("0.0093ms", 9.3e-6), ("9300ns", 9.3e-6), ("9.3e-6s", 9.3e-6),
+                                           (" 12 US ", 12e-6), ("100ns", 1e-7)])
 def test_probe_text_to_seconds(text: str, seconds: float) -> None:
     assert parse_host_probe(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["9", "9.3", "fast", "9.3 parsecs", "0us", "2s", "-5us"])
+@pytest.mark.parametrize("text", ["9", "9.3", "9.3e-6", "fast", "9.3 parsecs", "0us", "2s", "-5us", "10ns"])
 def test_a_probe_without_a_unit_or_out_of_range_is_refused(text: str) -> None:
     with pytest.raises(NpuportError) as err:
         parse_host_probe(text)
@@ -54,6 +56,9 @@ def test_audit_with_a_faster_host_estimates_the_cuda_steps_for_it() -> None:
     assert f["Ascend910B"] == p["Ascend910B"]  # the NPU's host side is not scaled
     assert f["A100-SXM-80GB"] < 0.7 * p["A100-SXM-80GB"]  # a host-bound eager decode: about half
     assert any("--host-probe" in n and "Ascend910B's host costs stay" in n for n in fast["notes"])
+    assert fast["host_probe"]["probe_s"] == ref / 2 and fast["host_probe"]["reference_probe_s"] == ref
+    assert "A100-SXM-80GB" in fast["host_probe"]["scaled"] and "Ascend910B" not in fast["host_probe"]["scaled"]
+    assert "host_probe" not in plain
     with pytest.raises(NpuportError):
         api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(scenarios=DECODE, host_probe=5.0))
 
@@ -66,3 +71,28 @@ def test_cli_probe_on_the_cpu_and_a_bad_host_probe_is_one_line() -> None:
     assert res.exit_code == 2
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: cannot use --host-probe"), res.stderr
+
+
+def test_a_profile_join_under_host_probe_names_the_probe_the_costs_were_fit_at() -> None:
+    """The estimate for the recorded host scales from the scaled model, but the report names the fit's own probe."""
+    root = Path(__file__).resolve().parents[2]
+    prof = root / "docs" / "measured" / "profiles" / "tinyllama-1.1b" / "decode.profile.json"
+    cfg = root / "examples" / "configs" / "tinyllama-1.1b.json"
+    ref = reference_probe_s(get_chip("H200"))
+    assert ref
+    opts = dict(scenarios=("decode:batch=1,past=2048",), chip="H200", profiles=(str(prof),))
+    _, plain = api.audit(api.ModelSpec(hf_config=str(cfg)), api.AuditOptions(**opts))  # type: ignore[arg-type]
+    _, scaled = api.audit(api.ModelSpec(hf_config=str(cfg)), api.AuditOptions(**opts, host_probe=11e-6))  # type: ignore[arg-type]
+    at_plain, at_scaled = (d["profile"][0]["step"]["estimated_at_host"] for d in (plain, scaled))
+    assert at_scaled["reference_probe_s"] == pytest.approx(ref)  # not the 11 us the model was scaled to
+    assert at_scaled["step_s"] == pytest.approx(at_plain["step_s"], rel=1e-9)  # the same host, the same estimate
+
+
+def test_the_step_time_tables_say_which_host_the_times_are_for() -> None:
+    res = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", DECODE[0], "--host-probe", "8.5us", "--quiet"],
+                             terminal_width=120)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert text.count("host: the CUDA chips' times are for this host (8.5 µs per tiny eager op") == 2  # summary, chips
+    plain = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", DECODE[0], "--quiet"])
+    assert "host: the CUDA chips' times" not in plain.stdout
