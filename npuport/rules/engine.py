@@ -229,6 +229,23 @@ def _npu_chip(chip: str) -> str:
     return profile.name
 
 
+def _kept(evidence: list[Evidence]) -> list[Evidence]:
+    """The first MAX_EVIDENCE places, in their order, with every op the rule matched among them: a report that reads
+    the evidence's ops (an unsupported op's action takes the rule's fix) must see each, however many layers one
+    op's places fill first."""
+    if len(evidence) <= MAX_EVIDENCE:
+        return evidence
+    first: dict[str, int] = {}
+    for i, e in enumerate(evidence):
+        first.setdefault(e.op, i)
+    keep = set(list(first.values())[:MAX_EVIDENCE])
+    for i in range(len(evidence)):
+        if len(keep) >= MAX_EVIDENCE:
+            break
+        keep.add(i)
+    return [evidence[i] for i in sorted(keep)]
+
+
 def _finding(rule: Rule, chip: str, groups: dict[tuple, list]) -> Finding:
     evidence = [
         Evidence(scenario=k[0], op=k[1], module=k[2], module_type=v[2], source=k[3], calls=v[0], time_share=v[1], detail=k[4])
@@ -244,7 +261,7 @@ def _finding(rule: Rule, chip: str, groups: dict[tuple, list]) -> Finding:
         message += f" ({top.detail})"
     return Finding(
         id=rule.id, title=rule.title, level=rule.level_on(chip), impact=rule.impact, message=message, fix=rule.fix,
-        source=rule.source, evidence=evidence[:MAX_EVIDENCE], explanation=rule.explanation, detection=rule.detection,
+        source=rule.source, evidence=_kept(evidence), explanation=rule.explanation, detection=rule.detection,
         chip=chip, fact=rule.fact, evidence_omitted=max(0, len(evidence) - MAX_EVIDENCE),
         total_calls=calls, total_share=_share_by_scenario(evidence),
     )

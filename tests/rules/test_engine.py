@@ -341,3 +341,16 @@ def test_finding_totals_count_evidence_beyond_the_cap():
     assert len(f.evidence) == MAX_EVIDENCE and f.evidence_omitted == 15
     assert f.calls == 2 * n and f.to_json()["calls"] == 2 * n
     assert abs(f.time_share - 0.01 * n) < 1e-12
+
+
+def test_kept_evidence_names_every_op_however_many_places_one_fills() -> None:
+    """40 places of a backward op sort before the forward's: the 25 kept still include the forward (an unsupported
+    op's action takes the rule's fix from the evidence's ops)."""
+    from npuport.rules.engine import MAX_EVIDENCE, Evidence, _kept
+
+    ev = [Evidence("train", "higher_order::flex_attention_backward", f"layers.{i}", "Attention", "a.py:1", 1, 0.5, "")
+          for i in range(40)] + [Evidence("train", "higher_order::flex_attention", "layers.0", "Attention", "a.py:1", 1, 0.1, "")]
+    kept = _kept(ev)
+    assert len(kept) == MAX_EVIDENCE and {e.op for e in kept} == {e.op for e in ev}
+    assert kept[:MAX_EVIDENCE - 1] == ev[:MAX_EVIDENCE - 1]  # the order is kept: the largest places first
+    assert _kept(ev[:3]) == ev[:3]
