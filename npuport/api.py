@@ -115,7 +115,9 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
     measured = [_profile_at(p) for p in opts.profiles]  # a bad profile fails before the model loads
     if opts.suppress:
         _suppress([], list(opts.suppress))  # reject a malformed pattern before the audit runs
-    with collector_paused(), (host_speed({"cuda": opts.host_probe}) if opts.host_probe else contextlib.nullcontext()):
+    # every chip's host costs by the same factor: the step-time ratio compares the chips on one host, not two
+    probe = {"cuda": opts.host_probe, "npu": opts.host_probe} if opts.host_probe else None
+    with collector_paused(), (host_speed(probe) if probe else contextlib.nullcontext()):
         report, data = _audit_paused(spec, opts, chip, parsed, measured, layout, ranks, release, progress)
     return report, data
 
@@ -123,9 +125,10 @@ def audit(spec: ModelSpec, opts: AuditOptions | None = None, progress: Progress 
 def _host_probe_note(probe: float, chip: ChipProfile, baseline: str) -> str:
     ref = reference_probe_s(get_baseline_chip(baseline))
     fit = f"; they were fit on a host reading {ref * 1e6:.1f} us" if ref else ""
-    npu = (f"; {chip.name}'s host costs stay those of its reference host (no NPU host probe is lent here: probe the "
-           "NPU server with `npuport profile probe --dev npu` to see how it compares)") if chip.family != "cuda" else ""
-    return (f"host: the CUDA chips' host costs are scaled to this host, whose probe reads {probe * 1e6:.1f} us per tiny "
+    npu = (f"; {chip.name}'s are scaled by the same factor, its server's host taken as fast as this one (no NPU host "
+           "probe is lent here: `npuport profile probe --dev npu` on the NPU server says how it compares)"
+           if chip.family != "cuda" else "")
+    return (f"host: every chip's host costs are scaled to this host, whose probe reads {probe * 1e6:.1f} us per tiny "
             f"eager op (--host-probe){fit}{npu}")
 
 
@@ -169,7 +172,7 @@ def _audit_paused(spec: ModelSpec, opts: AuditOptions, chip: ChipProfile, parsed
     data = audit_to_json(report)
     if opts.host_probe:  # the CUDA chips' step times are for this host: said in the JSON, not only in a note
         data["host_probe"] = {"probe_s": opts.host_probe, "reference_probe_s": reference_probe_s(
-            get_baseline_chip(opts.baseline_chip)), "scaled": sorted(n for n, c in load_chips().items() if c.family == "cuda")}
+            get_baseline_chip(opts.baseline_chip)), "scaled": sorted(n for n, c in load_chips().items() if c.family in ("cuda", "npu"))}
     if measured:
         names = [s["name"] for s in data["scenarios"]]
         joins = []
@@ -263,13 +266,13 @@ def host_probe_advice(seconds: float, where: str) -> str:
     """What the probe means for the audit's step times."""
     ref = reference_probe_s(get_baseline_chip(default_baseline())) or 0.0
     if where.startswith("npu"):
-        return ("npuport has no NPU host probe to scale the NPU's host costs from (none is lent here): this figure says "
-                f"how this NPU server dispatches against a CUDA host's probe ({ref * 1e6:.1f} us where the host costs "
-                "were fit)")
+        return ("npuport's NPU host costs are the CUDA host's plus torch_npu's extra dispatch, not fit to an NPU probe "
+                f"(none is lent here): this figure says how this NPU server dispatches against a CUDA host's probe "
+                f"({ref * 1e6:.1f} us where the host costs were fit); `--host-probe` scales every chip by one host")
     if where == "cpu":
         return ("a CPU probe measures CPU eager dispatch only; probe the GPU host with --dev cuda for `npuport audit "
                 "--host-probe`")
-    return (f"npuport's CUDA host costs were fit on a host reading {ref * 1e6:.1f} us: `npuport audit ... --host-probe "
+    return (f"npuport's host costs were fit on a host reading {ref * 1e6:.1f} us: `npuport audit ... --host-probe "
             f"{seconds * 1e6:.1f}us` estimates the eager steps for this host")
 
 

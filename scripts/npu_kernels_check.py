@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -97,9 +98,14 @@ def read_kernels(path: Path) -> list[Kernel]:
                     clock = cycles / (block * busy * 1e-6)
             except ValueError:
                 pass
+            duration = float(row["Duration(us)"])
+            if not math.isfinite(duration) or duration < 0:
+                raise ValueError(f"a kernel's Duration(us) is {row['Duration(us)']!r}, not a time")
+            if duration == 0:  # a task the profiler timed at nothing: no time to hold an estimate against
+                continue
             out.append(Kernel(row["Type"], row.get("Accelerator Core", ""), block, _shapes(row.get("Input Shapes", "")),
                               _dtypes(row.get("Input Data Types", "")), _shapes(row.get("Output Shapes", "")),
-                              _dtypes(row.get("Output Data Types", "")), float(row["Duration(us)"]) * 1e-6, clock))
+                              _dtypes(row.get("Output Data Types", "")), duration * 1e-6, clock))
     return out
 
 
@@ -162,6 +168,10 @@ def _matmul(k: Kernel, chip: ChipProfile) -> tuple[float, str] | None:
         kk = a[0] * a[1] * a[2] // (g * m)
         return _device_s(chip, _call("aten::bmm", [((g, m, kk), k.in_dtypes[0]), ((g, kk, n), k.in_dtypes[1])], [((g, m, n), k.out_dtypes[0])]))
     return None
+
+
+def _empty(k: Kernel) -> bool:
+    return any(s is not None and 0 in s for s in (*k.inputs, *k.outputs))
 
 
 def _attention(k: Kernel, chip: ChipProfile, backward: bool) -> tuple[float, str] | None:
@@ -246,15 +256,20 @@ def _positive(kind: type) -> Callable[[str], Any]:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a positive number, received {text!r}") from None
-        if value <= 0:
+        if not value > 0 or not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"expected a positive number, received {text!r}")
         return value
     return parse
 
 
 def _count(text: str) -> int:
-    value = _positive(int)(text) if text != "0" else 0
-    return int(value)
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 (all) or a positive number of rows, received {text!r}")
+    return value
 
 
 def main() -> None:
@@ -280,7 +295,7 @@ def main() -> None:
     rows = []
     for (typ, ins, dts), ks in groups.items():
         fn = ESTIMATORS.get(typ)
-        got = fn(ks[0], chip) if fn else None
+        got = fn(ks[0], chip) if fn and not _empty(ks[0]) else None  # a zero-size shape: nothing to estimate
         if got is None:
             continue
         est, how = got

@@ -28,7 +28,7 @@ from npuport.trace.memory import MemoryTracker
 from npuport.trace.recorder import Recorder
 from npuport.trace.records import Trace
 from npuport.trace.routing import NUMPY_READ, balanced_routing
-from npuport.trace.run import fake_deepcopy, inference_as_no_grad
+from npuport.trace.run import fake_deepcopy, inference_as_no_grad, inference_sites
 from npuport.trace.run import quiet_torch_logs as _torch_logs_quiet
 
 Progress = Callable[[str], None]
@@ -46,7 +46,7 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
     reuse = reuse and model.distributed is None
     routing = None
     # a deepcopy of a fake tensor as a copy, torch.inference_mode as no_grad: what a device runs (npuport.trace.run)
-    with fake_deepcopy(), inference_as_no_grad() as inference:
+    with fake_deepcopy(), inference_as_no_grad(rewrite=sc.kind != "train") as inference:
         try:
             trace, ran = _trace_scenario(model, sc, progress, reuse)
         except _ReadsValues as first:
@@ -59,13 +59,11 @@ def trace_scenario(model: LoadedModel, sc: Scenario, progress: Progress | None =
             if model.distributed is not None and model.distributed.layout is not None and model.distributed.layout.zero:
                 with model.mode:  # the next scenario starts from sharded parameters, as a step does
                     at_rest(model.module)
-    if trace is not None and ran.kind == "train" and inference.sites:
-        raise NpuportError("the train scenario cannot trace a training step: the forward enters torch.inference_mode, "
-                           "whose tensors cannot be saved for backward (a real step raises 'Inference tensors cannot "
-                           "be saved for backward'; npuport traces inference_mode as no_grad)",
-                           "torch.no_grad() for a part that needs no gradient, or audit only prefill and decode",
-                           "torch.inference_mode() at " + ", ".join(inference.sites[:3]))
-    if trace is not None and inference.entered:
+    if trace is not None and inference.entered and ran.kind == "train":
+        trace.notes.append(f"{ran.name}: the forward enters torch.inference_mode at {', '.join(inference.sites[:3])}: "
+                           "traced as it runs (no tensor made there is saved for backward); composite ops inside it "
+                           "are recorded whole")
+    elif trace is not None and inference.entered:
         trace.notes.append(f"{ran.name}: the model runs under torch.inference_mode: traced as torch.no_grad (the same "
                            "kernels run on a device; under inference mode composite ops such as linear would reach "
                            "the trace undecomposed)")
@@ -302,6 +300,16 @@ def _no_grad_site(module: torch.nn.Module) -> str | None:
 def _failure(model: LoadedModel, sc: Scenario, exc: Exception) -> NpuportError:
     """The model's forward or backward raised. As one rank of a job its modules run on their shards, so a shape
     error is the layout's before it is the inputs': the error names the layout."""
+    if isinstance(exc, NotImplementedError) and "npuport cannot trace the higher-order operator" in str(exc):
+        return NpuportError("the model uses a higher-order operator npuport cannot trace", "FlexAttention's (the one "
+                            "recorded) or plain torch code in its place", describe_exception(exc))
+    if "Inference tensors cannot be saved for backward" in str(exc):  # a training step through inference mode
+        sites = inference_sites()
+        return NpuportError("the train scenario cannot trace a training step: a tensor made under torch.inference_mode "
+                            "reaches an op that saves it for backward (a real step raises 'Inference tensors cannot be "
+                            "saved for backward' there too)", "torch.no_grad() for a part that needs no gradient, or "
+                            "audit only prefill and decode", "torch.inference_mode() at " + (", ".join(sites[:3]) or
+                                                                                              describe_exception(exc)))
     info = model.distributed
     if info is not None and info.layout is not None:
         return NpuportError(f"the model cannot run {sc.name} laid out as --parallel {info.layout.describe()}",

@@ -69,9 +69,9 @@ FORMATS = ("text", "json", "markdown", "csv", "html")
                    "it issues is recorded (docs/scale-out.md).")
 @click.option("--rank", "rank", type=int, default=0, show_default=True, help="The rank traced (with --world-size or --parallel).")
 @click.option("--host-probe", "host_probe", metavar="TIME",
-              help="This host's speed, as `npuport profile probe` measures it (seconds per tiny eager op: 9.3us): the "
-                   "CUDA chips' host costs are scaled to it (they were fit on a host reading 17us). An eager step's "
-                   "host side follows the host; the NPU's stays at its reference host.")
+              help="This host's speed, as `npuport profile probe` measures it (time per tiny eager op: 9.3us): every "
+                   "chip's host costs are scaled to it (they were fit on a host reading 17us), the NPU server's host "
+                   "taken as fast as this one. An eager step's host side follows the host.")
 @click.option("--parallel", "parallel", metavar="tp=N,dp=N,zero=N,ep=N,pp=N",
               help="Apply a standard layout instead of the model's own: tensor parallel by transformers' plan, ZeRO / "
                    "FSDP2 per decoder layer (traced); DDP, expert and pipeline parallel communication estimated.")

@@ -24,8 +24,12 @@ def parse_host_probe(text: str) -> float:
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if not RANGE[0] <= value <= RANGE[1]:
         raise NpuportError("cannot use --host-probe", "a host probe between 0.1us and 1ms (the lent GPU hosts read "
-                           "6.5-19us per tiny eager op)", f"{text.strip()} = {value * 1e6:g}us")
+                           "6.5-19us per tiny eager op)", text.strip() if unit_us(m.group(2)) else f"{text.strip()} = {value * 1e6:g}us")
     return value
+
+
+def unit_us(unit: str) -> bool:
+    return unit.lower() in ("us", "\u00b5s", "\u03bcs")
 
 
 def check_host_probe(value: float | None) -> None:

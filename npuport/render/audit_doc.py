@@ -64,14 +64,14 @@ def _stages(data: dict[str, Any]) -> int:
 
 
 def host_line(data: dict[str, Any]) -> str | None:
-    """With --host-probe the CUDA chips' eager step times are for the user's host and the NPU's for its reference
-    host: the line under each table that sets them side by side (the ratio between them moves with it)."""
+    """With --host-probe every chip's eager step times are for the user's host (the NPU's server taken as fast): the
+    line under each table that says so."""
     hp = data.get("host_probe")
     if not hp:
         return None
     fit = f", fit at {hp['reference_probe_s'] * 1e6:.1f} µs" if hp.get("reference_probe_s") else ""
-    return (f"host: the CUDA chips' times are for this host ({hp['probe_s'] * 1e6:.1f} µs per tiny eager op, "
-            f"--host-probe{fit}); the NPU chips' for their reference host (no NPU host probe)")
+    return (f"host: every chip's times are for this host ({hp['probe_s'] * 1e6:.1f} µs per tiny eager op, "
+            f"--host-probe{fit}); the NPU's server taken as fast as this one (no NPU host probe)")
 
 
 def pipeline_line(data: dict[str, Any]) -> str | None:

@@ -101,6 +101,11 @@ class _InferenceAsNoGrad:
     sites: list[str] = []
 
 
+def inference_sites() -> list[str]:
+    """Where the inference-mode blocks of the scenario being traced were entered ('model.py:12')."""
+    return list(_InferenceAsNoGrad.sites)
+
+
 def _entered_at() -> str:
     """'file.py:12' of the `with torch.inference_mode():` line, or of the function an `@torch.inference_mode()`
     decorates (torch's decorator wrapper enters the mode, its `func` is the decorated function)."""
@@ -118,11 +123,13 @@ def _entered_at() -> str:
 
 
 @contextlib.contextmanager
-def inference_as_no_grad() -> Iterator[type[_InferenceAsNoGrad]]:
+def inference_as_no_grad(rewrite: bool = True) -> Iterator[type[_InferenceAsNoGrad]]:
     """`torch.inference_mode()` (a decorator on many inference forwards: DeepSeek-V3's model.py, gpt-fast) run as
     `torch.no_grad()` while tracing. On a device both run the same kernels (inference mode only skips autograd's
     version counters and view tracking), but under inference mode composite ops reach the recorder whole
-    (aten::linear, aten::einsum instead of the matmuls they run), which the cost model cannot price."""
+    (aten::linear, aten::einsum instead of the matmuls they run), which the cost model cannot price. `rewrite` False
+    (a training step): the blocks run as inference mode, only counted and placed, so that a tensor made in one and
+    saved for backward fails as on a device, and one that is not passes."""
     cls = torch.autograd.grad_mode.inference_mode
     enter, exit_ = cls.__enter__, cls.__exit__
     _InferenceAsNoGrad.entered = 0
@@ -135,9 +142,15 @@ def inference_as_no_grad() -> Iterator[type[_InferenceAsNoGrad]]:
             site = _entered_at()
             if site not in _InferenceAsNoGrad.sites:  # a decorated layer's forward enters once per layer
                 _InferenceAsNoGrad.sites.append(site)
+            if not rewrite:  # a training step: inference mode as it is, so a tensor it makes and backward saves fails
+                enter(self)  # as a real step does ("Inference tensors cannot be saved for backward")
+                return
             torch.set_grad_enabled(False)
 
     def no_grad_exit(self: Any, *exc: object) -> None:
+        if not rewrite and self.mode:
+            exit_(self, *exc)
+            return
         torch.set_grad_enabled(self._npuport_grad)
 
     cls.__enter__, cls.__exit__ = no_grad_enter, no_grad_exit  # type: ignore[method-assign,assignment]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from npuport.api import audit_model
 from npuport.audit.trace_stage import trace_stage
 from npuport.cli.main import cli
 from npuport.errors import NpuportError
@@ -224,3 +225,68 @@ def test_max_positions_positive_int_shortens(tmp_path: Path) -> None:
     path = _write(tmp_path, "m.py", SMALL + "MAX_POSITIONS = 256\n")
     stage = trace_stage(load_model_file(path), [parse_scenario("prefill:batch=1,seq=512")])
     assert stage.scenarios[0].seq == 256
+
+
+def test_an_inference_block_whose_tensors_backward_never_saves_traces_as_a_real_step_does(tmp_path: Path) -> None:
+    """Real torch runs this training step (the inference tensor only meets an add, which saves nothing): so does the
+    audit, with a note; one that a Linear saves is refused (tested above)."""
+    model = tmp_path / "inf_add.py"
+    model.write_text("""import torch, torch.nn as nn
+class M(nn.Module):
+    def __init__(s):
+        super().__init__(); s.e = nn.Embedding(100, 32); s.l = nn.Linear(32, 100)
+    def forward(s, idx):
+        h = s.e(idx)
+        with torch.inference_mode():
+            h2 = h * 2
+        return s.l(h + h2)
+def build_model(): return M()
+def example_inputs(sc): return (torch.randint(0, 100, (sc.batch, sc.seq)),)
+def loss_fn(out, inputs): return out.float().pow(2).mean()
+""", encoding="utf-8")
+    _, data = audit_model(model=str(model), scenarios=["train:batch=1,seq=16"])
+    assert data["failed_scenarios"] == []
+    assert any("enters torch.inference_mode at inf_add.py:7" in n for n in data["notes"]), data["notes"]
+
+
+def test_a_higher_order_operator_npuport_cannot_trace_is_named_not_the_inputs(tmp_path: Path) -> None:
+    model = tmp_path / "hop.py"
+    model.write_text("""import torch, torch.nn as nn
+class M(nn.Module):
+    def __init__(s):
+        super().__init__(); s.l = nn.Linear(8, 8)
+    def forward(s, x):
+        return torch.cond(x.sum() > 0, lambda t: s.l(t), lambda t: t * 2, (x,))
+def build_model(): return M()
+def example_inputs(sc): return (torch.randn(sc.batch, sc.seq, 8),)
+""", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["audit", str(model), "--scenario", "prefill:batch=1,seq=8", "--quiet"])
+    assert res.exit_code == 2
+    assert "higher-order operator npuport cannot trace" in res.stderr and "example inputs" not in res.stderr, res.stderr
+
+
+def test_coverage_show_answers_for_the_higher_order_names_the_audit_prints() -> None:
+    res = CliRunner().invoke(cli, ["coverage", "show", "higher_order::flex_attention"])
+    assert res.exit_code == 0, res.output
+    assert "refuses NPU tensors" in res.stdout and "NPB076" in res.stdout
+
+
+def test_a_bool_mask_assignment_is_a_host_sync(tmp_path: Path) -> None:
+    """y[m] = v expands the mask with nonzero() as x[m] does: two syncs per expert of a top-1 MoE."""
+    model = tmp_path / "masked.py"
+    model.write_text("""import torch, torch.nn as nn
+class M(nn.Module):
+    def __init__(s):
+        super().__init__(); s.gate = nn.Linear(16, 4); s.experts = nn.ModuleList(nn.Linear(16, 16) for _ in range(4))
+    def forward(s, x):
+        idx = s.gate(x).softmax(-1).topk(1, dim=-1)[1].squeeze(-1)
+        y = torch.zeros_like(x)
+        for i, e in enumerate(s.experts):
+            m = idx == i
+            y[m] = e(x[m])
+        return y
+def build_model(): return M()
+def example_inputs(sc): return (torch.randn(sc.batch * sc.seq, 16),)
+""", encoding="utf-8")
+    _, data = audit_model(model=str(model), scenarios=["prefill:batch=1,seq=32"])
+    assert data["scenarios"][0]["step"]["syncs"] == 8

@@ -47,17 +47,18 @@ def test_scaled_host_costs_follow_the_probe_and_leave_the_npu_alone() -> None:
     assert timing_for(a100).host.forward_call_s == pytest.approx(base)  # restored on exit
 
 
-def test_audit_with_a_faster_host_estimates_the_cuda_steps_for_it() -> None:
+def test_audit_with_a_faster_host_estimates_every_chip_on_it() -> None:
+    """The step-time ratio compares the chips on one host: the NPU's host costs are scaled by the same factor."""
     _, plain = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(scenarios=DECODE))
     ref = reference_probe_s(get_chip("A100-SXM-80GB"))
     assert ref
     _, fast = api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(scenarios=DECODE, host_probe=ref / 2))
     p, f = plain["scenarios"][0]["estimated_time_s_by_chip"], fast["scenarios"][0]["estimated_time_s_by_chip"]
-    assert f["Ascend910B"] == p["Ascend910B"]  # the NPU's host side is not scaled
     assert f["A100-SXM-80GB"] < 0.7 * p["A100-SXM-80GB"]  # a host-bound eager decode: about half
-    assert any("--host-probe" in n and "Ascend910B's host costs stay" in n for n in fast["notes"])
+    assert f["Ascend910B"] < 0.7 * p["Ascend910B"]
+    assert any("--host-probe" in n and "Ascend910B's are scaled by the same factor" in n for n in fast["notes"])
     assert fast["host_probe"]["probe_s"] == ref / 2 and fast["host_probe"]["reference_probe_s"] == ref
-    assert "A100-SXM-80GB" in fast["host_probe"]["scaled"] and "Ascend910B" not in fast["host_probe"]["scaled"]
+    assert {"A100-SXM-80GB", "Ascend910B"} <= set(fast["host_probe"]["scaled"])
     assert "host_probe" not in plain
     with pytest.raises(NpuportError):
         api.audit(api.ModelSpec(model=str(GPT)), api.AuditOptions(scenarios=DECODE, host_probe=5.0))
@@ -93,6 +94,6 @@ def test_the_step_time_tables_say_which_host_the_times_are_for() -> None:
                              terminal_width=120)
     assert res.exit_code == 0, res.output
     text = " ".join(res.stdout.split())
-    assert text.count("host: the CUDA chips' times are for this host (8.5 µs per tiny eager op") == 2  # summary, chips
+    assert text.count("host: every chip's times are for this host (8.5 µs per tiny eager op") == 2  # summary, chips
     plain = CliRunner().invoke(cli, ["audit", str(GPT), "--scenario", DECODE[0], "--quiet"])
-    assert "host: the CUDA chips' times" not in plain.stdout
+    assert "host: every chip's times" not in plain.stdout
