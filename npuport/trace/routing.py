@@ -240,6 +240,10 @@ class BalancedRouting(TorchDispatchMode):
             if bins == mark.experts and low == 0 and high in (mark.experts - 1, mark.experts):  # one bin per expert
                 self.marks[out] = _Counts(mark.experts, first.numel())
             return
+        if func in (aten.any.dim, aten.any.dims) and isinstance(mark, _Mask) and first.dim() > 1 and \
+                _last_dim(args, first.dim()):  # (indices == i).any(-1): top-k picks distinct experts, so a row
+            self.marks[out] = mark  # holds expert i at most once and as many rows are true as elements were
+            return
         if func is aten.eq.Scalar and isinstance(mark, _Indices) and isinstance(args[1], int):
             self.marks[out] = _Mask(balanced(first.numel(), mark.experts)[args[1]] if 0 <= args[1] < mark.experts else 0)
             return
@@ -250,6 +254,13 @@ class BalancedRouting(TorchDispatchMode):
                     self.marks[t] = _Value(v)
             elif func is aten.select.int and args[1] in (0, -1):
                 self.marks[out] = _Value(values[args[2]])
+
+
+def _last_dim(args: tuple, ndim: int) -> bool:
+    """Whether an `any` reduces the last dimension alone (any.dim's int, any.dims' one-element list)."""
+    dim = args[1] if len(args) > 1 else None
+    dims = dim if isinstance(dim, (list, tuple)) else [dim]
+    return len(dims) == 1 and isinstance(dims[0], int) and dims[0] % ndim == ndim - 1
 
 
 class _NumpyReads(TorchFunctionMode):

@@ -290,3 +290,28 @@ def example_inputs(sc): return (torch.randn(sc.batch * sc.seq, 16),)
 """, encoding="utf-8")
     _, data = audit_model(model=str(model), scenarios=["prefill:batch=1,seq=32"])
     assert data["scenarios"][0]["step"]["syncs"] == 8
+
+
+def test_a_top2_routing_mask_reduced_over_its_slots_traces_balanced(tmp_path: Path) -> None:
+    """(idx == i).any(-1) over a top-2's slots is the same routing read as a top-1's idx == i."""
+    model = tmp_path / "top2.py"
+    model.write_text("""import torch, torch.nn as nn
+class M(nn.Module):
+    def __init__(s):
+        super().__init__(); s.gate = nn.Linear(16, 4); s.experts = nn.ModuleList(nn.Linear(16, 16) for _ in range(4))
+    def forward(s, x):
+        w, idx = s.gate(x).softmax(-1).topk(2, dim=-1)
+        y = torch.zeros_like(x)
+        for i, e in enumerate(s.experts):
+            m = (idx == i).any(-1)
+            y[m] = y[m] + e(x[m])
+        return y
+def build_model(): return M()
+def example_inputs(sc): return (torch.randn(sc.batch * sc.seq, 16),)
+""", encoding="utf-8")
+    _, data = audit_model(model=str(model), scenarios=["prefill:batch=1,seq=32"])
+    assert data["failed_scenarios"] == []
+    assert any("spread evenly over the experts" in n for n in data["notes"])
+    mm = next(o for o in data["ops"] if o["op"] == "aten::addmm")
+    # 32 tokens x 2 slots spread over 4 experts: 16 rows each; the gate's 32 rows once
+    assert mm["flops"] == 2 * 32 * 16 * 4 + 4 * 2 * 16 * 16 * 16
