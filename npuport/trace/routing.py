@@ -152,6 +152,12 @@ class BalancedRouting(TorchDispatchMode):
             out = torch.empty((len(mark.experts), 1), dtype=torch.long, device=first.device)
             self.marks[out] = _ExpertRows(mark.experts)
             return out
+        if func is aten.repeat_interleave.Tensor and isinstance(mark, _Counts) and first.dim() == 1 and \
+                kwargs.get("output_size", args[1] if len(args) > 1 else None) is None:
+            # arange(E).repeat_interleave(counts): each routed pair's expert, sorted (values in [0, experts))
+            out = torch.empty((mark.total,), dtype=torch.long, device=first.device)
+            self.marks[out] = _Indices(mark.experts)
+            return out
         if func is aten.bincount.default and isinstance(mark, _Indices) and kwargs.get("weights", args[1] if len(args) > 1 else None) is None:
             minlength = kwargs.get("minlength", args[2] if len(args) > 2 else 0)
             experts = max(mark.experts, int(minlength))
@@ -189,6 +195,10 @@ class BalancedRouting(TorchDispatchMode):
             self.marks[out[1]] = _Indices(first.shape[dim])
             return
         if mark is None:
+            return
+        if func is aten.index_select.default and isinstance(mark, _Arange) and args[1] == 0 and \
+                isinstance(self._mark(args[2]), _Indices):  # arange(E)[experts]: the experts themselves
+            self.marks[out] = self._mark(args[2])
             return
         if func in _SAME and isinstance(out, torch.Tensor):
             if isinstance(mark, (_Indices, _Counts, _Zeros, _Mask, _Value)) or \

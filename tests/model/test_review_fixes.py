@@ -315,3 +315,30 @@ def example_inputs(sc): return (torch.randn(sc.batch * sc.seq, 16),)
     mm = next(o for o in data["ops"] if o["op"] == "aten::addmm")
     # 32 tokens x 2 slots spread over 4 experts: 16 rows each; the gate's 32 rows once
     assert mm["flops"] == 2 * 32 * 16 * 4 + 4 * 2 * 16 * 16 * 16
+
+
+def test_a_bincount_repeat_interleave_dispatch_traces_balanced(tmp_path: Path) -> None:
+    """counts = bincount(idx); arange(E).repeat_interleave(counts) gives each sorted pair's expert, and
+    xs[experts == i] its rows: answered as balanced routing, with the FLOPs of the routed rows and its host syncs."""
+    model = tmp_path / "dispatch.py"
+    model.write_text("""import torch, torch.nn as nn
+E, K, D = 4, 2, 16
+class M(nn.Module):
+    def __init__(s):
+        super().__init__(); s.gate = nn.Linear(D, E, bias=False); s.experts = nn.ModuleList(nn.Linear(D, D) for _ in range(E))
+    def forward(s, x):
+        w, idx = s.gate(x).softmax(-1).topk(K, dim=-1)
+        counts = torch.bincount(idx.flatten(), minlength=E)
+        order = idx.flatten().argsort()
+        ex = torch.arange(E).repeat_interleave(counts)
+        xs = x.repeat_interleave(K, dim=0)[order]
+        out = torch.cat([s.experts[i](xs[ex == i]) for i in range(E)])
+        return out.view(-1, K, D).sum(1)
+def build_model(): return M()
+def example_inputs(sc): return (torch.randn(sc.batch * sc.seq, D),)
+""", encoding="utf-8")
+    _, data = audit_model(model=str(model), scenarios=["prefill:batch=1,seq=32"])
+    assert data["failed_scenarios"] == []
+    mm = next(o for o in data["ops"] if o["op"] == "aten::addmm")
+    assert mm["calls"] == 4 and mm["flops"] == 4 * 2 * 16 * 16 * 16  # 64 pairs over 4 experts: 16 rows each
+    assert data["scenarios"][0]["step"]["syncs"] == 6  # bincount, repeat_interleave(counts), 4 masks
