@@ -200,3 +200,26 @@ def test_the_cli_docs_say_which_exit_code_a_failed_scenario_gives() -> None:
     text = (ROOT / "docs" / "cli.md").read_text()
     table = text[text.index("## Exit codes and errors"):text.index("## Deprecated spellings")]
     assert "no scenario could be traced" in table and "beside" in table, table
+
+
+def test_a_value_read_is_a_sync_in_a_compiled_step_too(tmp_path: Path) -> None:
+    """Under torch.compile a .tolist() breaks the graph and waits for the device: the compiled plan keeps it as a sync
+    (its reads are view-kind calls, which the plan used to drop): bincount and the tolist, in both modes."""
+    model = tmp_path / "reads.py"
+    model.write_text("""import torch, torch.nn as nn
+E = 4
+class M(nn.Module):
+    def __init__(s):
+        super().__init__(); s.gate = nn.Linear(16, E); s.b = nn.Linear(16, 16)
+    def forward(s, x):
+        w, idx = s.gate(x).softmax(-1).topk(2, dim=-1)
+        counts = torch.bincount(idx.flatten(), minlength=E).tolist()
+        return s.b(x) * (1.0 + 0.0 * len(counts))
+def build_model(): return M()
+def example_inputs(sc): return (torch.randn(sc.batch * sc.seq, 16),)
+""", encoding="utf-8")
+    from npuport.api import audit_model
+
+    steps = [audit_model(model=str(model), scenarios=[sc])[1]["scenarios"][0]["step"]
+             for sc in ("prefill:batch=1,seq=8,mode=compile", "prefill:batch=1,seq=8")]
+    assert [s["syncs"] for s in steps] == [2, 2], steps

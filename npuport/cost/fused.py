@@ -372,6 +372,8 @@ def compiled_issue(plan: CompiledPlan, calls: Sequence[Call], own: Sequence[Issu
         if isinstance(item, int):
             o = own[item]
             if o.view:
+                if o.sync:  # a value read back (.item(), .tolist()): no kernel, but the host waits and the graph breaks
+                    issued.append(Issued(0.0, True, o.backward, True, 0.0, launch="sync", cls=o.cls or "view"))
                 continue
             extras = attention_inputs(calls[item], classes[item], device_s.attention_inputs, not (plan.training and masked))
             masked = masked or bool(extras)

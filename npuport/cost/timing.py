@@ -450,8 +450,8 @@ class Issued:
     backward: bool
     sync: bool
     host_extra_s: float = 0.0  # the host's cost for this call's class beyond the per-call cost (HostCosts.extra_s)
-    # compile mode: "generated" (a fused kernel) or "extern" (a library kernel); reduce-overhead: "input" (an input's
-    # copy into its graph, host_extra_s its host cost); eager: ""
+    # compile mode: "generated" (a fused kernel), "extern" (a library kernel) or "sync" (a value read back between
+    # graphs: no launch); reduce-overhead: "input" (an input's copy into its graph, host_extra_s its host cost); eager: ""
     launch: str = ""
     cls: str = ""  # the kernel's timing class ("generated" for an Inductor kernel): StepTime.classes
 
@@ -523,6 +523,8 @@ def _simulate_compiled(model: TimingModel, calls: Iterable[Issued], graphed: boo
         phase = c.backward
         if c.launch == "input":  # reduce-overhead: an input copied into its graph before the replay
             cost = c.host_extra_s
+        elif c.launch == "sync":  # a value read back between graphs: the wait below, no launch
+            cost = 0.0
         else:
             cost = (kernel_s if c.launch == "generated" else extern_s) + (0.0 if graphed else c.host_extra_s)
         host_t += cost
