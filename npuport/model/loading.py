@@ -198,6 +198,8 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
     notes: list[str] = []
     mode = _mode(fake, device)
     cuda: Any = CudaCalls(notes) if fake else contextlib.nullcontext()
+    if fake:
+        cuda.watch_devices()
     want = parse_dtype(dtype) if dtype else None
     with mode, fast_fake_build(mode), _default_dtype(want), (tolerant_swap() if fake else contextlib.nullcontext()), \
             cuda, compiled_as_eager(fake) as compiled:
@@ -207,6 +209,7 @@ def load_model_file(path: str | Path, entry: str | None = None, fake: bool = Tru
     if not isinstance(model, torch.nn.Module):
         raise NpuportError(f"{builder_name}() must return a torch.nn.Module", "an nn.Module", type(model).__name__)
     if fake:
+        cuda.watch_devices()  # modules build_model() imported
         cuda.hook(model)  # the traced forward
     max_pos = declared
     hf_config = getattr(model, "config", None)

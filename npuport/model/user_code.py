@@ -15,11 +15,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 import sys
 from typing import Any, Iterator
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _NPUPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,12 +44,24 @@ class CudaCalls:
         self._note: str | None = None
         self._ours: dict[type, Any] = {torch.Tensor: _tensor_cuda(self.sites), torch.nn.Module: _module_cuda(self.sites)}
         self._saved: dict[type, Any] = {}
+        # device="cuda" / .to("cuda") in the model's code, where its source names a CUDA device (`watch_devices`):
+        # a function mode on every torch call costs the trace time, so only then
+        self.devices = False
+        self._mode: _CudaDevices | None = None
+
+    def watch_devices(self) -> None:
+        """Whether the model's own code (the modules it has loaded outside torch, npuport and installed packages)
+        names a CUDA device: then device="cuda" moves to the audit's device too."""
+        self.devices = self.devices or any(_names_cuda_device(f) for f in _user_files())
 
     def __enter__(self) -> CudaCalls:
         if self._depth == 0:
             for owner, method in self._ours.items():
                 self._saved[owner] = owner.__dict__.get("cuda", _INHERITED)
                 owner.cuda = method  # type: ignore[attr-defined]
+            if self.devices:
+                self._mode = _CudaDevices(self.sites)
+                self._mode.__enter__()
         self._depth += 1
         return self
 
@@ -54,6 +69,9 @@ class CudaCalls:
         self._depth -= 1
         if self._depth:
             return
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
         for owner, method in self._ours.items():
             if owner.__dict__.get("cuda") is not method:  # a patch the model's code made meanwhile is its own
                 continue
@@ -79,6 +97,60 @@ class CudaCalls:
 
         module.register_forward_pre_hook(enter)
         module.register_forward_hook(leave, always_call=True)
+
+
+class _CudaDevices(TorchFunctionMode):
+    """A CUDA device given to a torch call (`device="cuda"`, `.to("cuda")`, `.to(torch.device("cuda", 1))`) as the
+    audit's device, as `.cuda()` is: a tensor made on the fake "cuda:0" beside the model's CPU-made fake tensors
+    fails on mixed devices, and a CPU-only torch refuses to initialize CUDA for it."""
+
+    def __init__(self, sites: list[str]) -> None:
+        super().__init__()
+        self.sites = sites
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if _is_cuda(kwargs.get("device")):
+            _met(self.sites)
+            kwargs = dict(kwargs, device=_cuda_device(None))
+        elif func is torch.Tensor.to and len(args) > 1 and _is_cuda(args[1]):
+            _met(self.sites)
+            args = (args[0], _cuda_device(None), *args[2:])
+        return func(*args, **kwargs)
+
+
+def _is_cuda(device: Any) -> bool:
+    if not isinstance(device, (str, torch.device)):
+        return False
+    try:
+        return torch.device(device).type == "cuda"
+    except (RuntimeError, ValueError):
+        return False
+
+
+# a CUDA device named in source: device="cuda", .to('cuda:0'), torch.device("cuda")
+_CUDA_DEVICE_TEXT = re.compile(r"""(?:device\s*=\s*|\.to\(\s*|torch\.device\(\s*)["']cuda""")
+
+
+def _user_files() -> list[str]:
+    """The .py files of the modules loaded so far that are the model's own code (not torch, npuport, the standard
+    library or installed packages)."""
+    out = []
+    for mod in list(sys.modules.values()):
+        name = getattr(mod, "__file__", None)
+        if isinstance(name, str) and name.endswith(".py") and not name.startswith((_TORCH_DIR, _NPUPORT_DIR)) \
+                and "site-packages" not in name and f"{os.sep}lib{os.sep}python" not in name:
+            out.append(name)
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_cuda_device(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return _CUDA_DEVICE_TEXT.search(fh.read()) is not None
+    except OSError:
+        return False
 
 
 def _tensor_cuda(sites: list[str]) -> Any:
@@ -139,7 +211,7 @@ def _caller() -> str | None:
 
 def cuda_note(sites: list[str]) -> str:
     named = ", ".join(sites[:_SITES_NAMED]) + (f" and {len(sites) - _SITES_NAMED} more" if len(sites) > _SITES_NAMED else "")
-    return (f".cuda() in the model's code ({named}): traced as a move to the device the audit models, where tensors "
+    return (f".cuda() or a CUDA device in the model's code ({named}): traced as a move to the device the audit models, where tensors "
             "made without device= are (no GPU is needed; torch.cuda.is_available() is left as it is); on an Ascend "
             "NPU it is .npu() or .to(device) (finding NPS003 of npuport migrate)")
 

@@ -342,3 +342,24 @@ def example_inputs(sc): return (torch.randn(sc.batch * sc.seq, D),)
     mm = next(o for o in data["ops"] if o["op"] == "aten::addmm")
     assert mm["calls"] == 4 and mm["flops"] == 4 * 2 * 16 * 16 * 16  # 64 pairs over 4 experts: 16 rows each
     assert data["scenarios"][0]["step"]["syncs"] == 6  # bincount, repeat_interleave(counts), 4 masks
+
+
+def test_a_cuda_device_in_the_models_code_moves_to_the_audits_device(tmp_path: Path) -> None:
+    """torch.arange(..., device="cuda") in a forward and .to("cuda") in example_inputs: traced on the audit's device
+    (a train step too, whose backward through fake CUDA tensors used to abort a CPU-only torch), with the note."""
+    model = tmp_path / "devices.py"
+    model.write_text("""import torch, torch.nn as nn
+class M(nn.Module):
+    def __init__(s):
+        super().__init__(); s.e = nn.Embedding(100, 32); s.l = nn.Linear(32, 100)
+    def forward(s, idx):
+        pos = torch.arange(idx.shape[1], device="cuda")
+        return s.l(s.e(idx) + pos[None, :, None].float())
+def build_model(): return M()
+def example_inputs(sc): return (torch.randint(0, 100, (sc.batch, sc.seq)).to("cuda"),)
+def loss_fn(o, i): return o.float().pow(2).mean()
+""", encoding="utf-8")
+    _, data = audit_model(model=str(model), scenarios=["prefill:batch=1,seq=16", "train:batch=1,seq=16"])
+    assert data["failed_scenarios"] == []
+    note = next(n for n in data["notes"] if "a CUDA device in the model's code" in n)
+    assert "devices.py:6" in note and "devices.py:9" in note
